@@ -1,0 +1,1 @@
+"""Featurisation of kernels and schedules: pure functions of (kernel, trace)."""

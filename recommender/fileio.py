@@ -1,0 +1,31 @@
+"""Safe file output: writes go to a temporary file in the same directory, then are renamed into place."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from .errors import SchedrecError
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a partial one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    except OSError as err:
+        raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        os.unlink(tmp)
+        raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
+
+
+def atomic_write_json(path: str, obj: object) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")

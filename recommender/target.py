@@ -1,0 +1,91 @@
+"""Hardware targets: detect the host CPU, parse JSON targets, and name them with a stable target key.
+
+A target key (``llvm-znver3-2c``) names the per-target folder ``models/<target-key>/``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from .errors import TargetError
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A TVM target as a JSON dict, plus its stable key."""
+
+    config: dict
+
+    @property
+    def key(self) -> str:
+        return target_key(self.config)
+
+    def tvm(self) -> object:
+        """The `tvm.target.Target` for this spec."""
+        import tvm
+        try:
+            return tvm.target.Target(self.config)
+        except Exception as err:
+            raise TargetError(f"TVM rejects target {json.dumps(self.config)}: {str(err).splitlines()[-1]}") from err
+
+
+def physical_cores() -> int:
+    """Physical cores available to this process (logical cores if that is unknown)."""
+    try:
+        import psutil
+        n = psutil.cpu_count(logical=False)
+    except ImportError:
+        n = None
+    avail = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(n or avail, avail))
+
+
+def host_mcpu() -> str:
+    """LLVM's name for the host CPU (``znver3``, ``skylake-avx512``, ...)."""
+    from tvm.target import codegen
+    return str(codegen.llvm_get_system_cpu())
+
+
+def native_target() -> TargetSpec:
+    """The host CPU as an LLVM target with its physical core count."""
+    return TargetSpec({"kind": "llvm", "mcpu": host_mcpu(), "num-cores": physical_cores()})
+
+
+def parse_target(spec: str | None) -> TargetSpec:
+    """`native` (or None), a JSON object string, or a path to a JSON file."""
+    if spec is None or spec == "native":
+        return native_target()
+    text = spec
+    if not spec.lstrip().startswith(("{", "[")):
+        if not os.path.exists(spec):
+            raise TargetError(f"target must be 'native', a JSON object or a JSON file; no such file: {spec}")
+        try:
+            with open(spec, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise TargetError(f"cannot read target file {spec}: {err.strerror}") from err
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TargetError(f"target is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from err
+    if not isinstance(config, dict) or "kind" not in config:
+        raise TargetError('target JSON must be an object with a "kind", e.g. {"kind": "llvm", "mcpu": "znver3"}')
+    if config["kind"] != "llvm":
+        raise TargetError(f"schedrec targets CPUs: target kind must be 'llvm', got {config['kind']!r}")
+    t = TargetSpec(config)
+    t.tvm()  # validate early
+    return t
+
+
+def target_key(config: dict) -> str:
+    """A stable, file-system-safe name: ``llvm-<mcpu>-<cores>c`` (plus the triple when cross-compiling)."""
+    parts = [str(config.get("kind", "llvm")), str(config.get("mcpu", "generic"))]
+    triple = config.get("mtriple")
+    if triple:
+        parts.append(str(triple).split("-")[0])
+    cores = config.get("num-cores")
+    if cores:
+        parts.append(f"{int(cores)}c")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))

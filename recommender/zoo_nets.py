@@ -1,0 +1,156 @@
+"""Compact PyTorch definitions of zoo architectures that no installable library here provides.
+
+transformers covers ResNet, MobileNetV2, EfficientNet, ConvNeXt, RegNet, ViT and the BERT/GPT family;
+torchvision does not import beside the CPU torch build on this machine, so the remaining classic CNNs
+(VGG-16, DenseNet-121, MnasNet-1.0, GoogLeNet) are defined here from their papers' layer tables.
+Weights are random; only the structure (and so the kernels) matters.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _conv_bn_relu(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
+                  relu: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                               nn.BatchNorm2d(cout)]
+    if relu:
+        layers.append(nn.ReLU(inplace=False))
+    return nn.Sequential(*layers)
+
+
+class VGG16(nn.Module):
+    """VGG-16 (configuration D), 224x224 input, 1000 classes."""
+
+    _CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        cin = 3
+        for v in self._CFG:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(cin, int(v), 3, padding=1), nn.ReLU(inplace=False)]
+                cin = int(v)
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 4096), nn.ReLU(inplace=False),
+            nn.Linear(4096, 4096), nn.ReLU(inplace=False),
+            nn.Linear(4096, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class _DenseLayer(nn.Module):
+    def __init__(self, cin: int, growth: int, bn_size: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.BatchNorm2d(cin), nn.ReLU(inplace=False),
+            nn.Conv2d(cin, bn_size * growth, 1, bias=False),
+            nn.BatchNorm2d(bn_size * growth), nn.ReLU(inplace=False),
+            nn.Conv2d(bn_size * growth, growth, 3, padding=1, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.body(x)], 1)
+
+
+class DenseNet121(nn.Module):
+    """DenseNet-121: growth 32, blocks (6, 12, 24, 16), compression 0.5."""
+
+    def __init__(self, num_classes: int = 1000, growth: int = 32, bn_size: int = 4) -> None:
+        super().__init__()
+        ch = 64
+        layers: list[nn.Module] = [nn.Conv2d(3, ch, 7, 2, 3, bias=False), nn.BatchNorm2d(ch),
+                                   nn.ReLU(inplace=False), nn.MaxPool2d(3, 2, 1)]
+        for i, n in enumerate((6, 12, 24, 16)):
+            for _ in range(n):
+                layers.append(_DenseLayer(ch, growth, bn_size))
+                ch += growth
+            if i != 3:
+                layers += [nn.BatchNorm2d(ch), nn.ReLU(inplace=False),
+                           nn.Conv2d(ch, ch // 2, 1, bias=False), nn.AvgPool2d(2, 2)]
+                ch //= 2
+        layers += [nn.BatchNorm2d(ch), nn.ReLU(inplace=False), nn.AdaptiveAvgPool2d(1)]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(ch, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class _InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
+        super().__init__()
+        mid = cin * expand
+        self.residual = stride == 1 and cin == cout
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers.append(_conv_bn_relu(cin, mid, 1))
+        layers += [_conv_bn_relu(mid, mid, k, stride, groups=mid), _conv_bn_relu(mid, cout, 1, relu=False)]
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class MnasNet10(nn.Module):
+    """MnasNet-A1 without squeeze-excitation at depth multiplier 1.0 (the 'mnasnet1_0' layout)."""
+
+    # (expansion, out channels, repeats, first stride, kernel)
+    _STAGES = [(3, 24, 3, 2, 3), (3, 40, 3, 2, 5), (6, 80, 3, 2, 5),
+               (6, 96, 2, 1, 3), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn_relu(3, 32, 3, 2), _conv_bn_relu(32, 32, 3, groups=32),
+                                   _conv_bn_relu(32, 16, 1, relu=False)]
+        cin = 16
+        for expand, cout, repeats, stride, k in self._STAGES:
+            for i in range(repeats):
+                layers.append(_InvertedResidual(cin, cout, k, stride if i == 0 else 1, expand))
+                cin = cout
+        layers += [_conv_bn_relu(cin, 1280, 1), nn.AdaptiveAvgPool2d(1)]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class _Inception(nn.Module):
+    def __init__(self, cin: int, c1: int, c3r: int, c3: int, c5r: int, c5: int, pool: int) -> None:
+        super().__init__()
+        self.b1 = _conv_bn_relu(cin, c1, 1)
+        self.b2 = nn.Sequential(_conv_bn_relu(cin, c3r, 1), _conv_bn_relu(c3r, c3, 3))
+        # GoogLeNet's "5x5" branch, as commonly implemented, uses a 3x3 convolution
+        self.b3 = nn.Sequential(_conv_bn_relu(cin, c5r, 1), _conv_bn_relu(c5r, c5, 3))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1), _conv_bn_relu(cin, pool, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+
+class GoogLeNet(nn.Module):
+    """GoogLeNet (Inception v1) with batch norm, no auxiliary heads."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            _conv_bn_relu(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1),
+            _conv_bn_relu(64, 64, 1), _conv_bn_relu(64, 192, 3), nn.MaxPool2d(3, 2, 1),
+            _Inception(192, 64, 96, 128, 16, 32, 32), _Inception(256, 128, 128, 192, 32, 96, 64),
+            nn.MaxPool2d(3, 2, 1),
+            _Inception(480, 192, 96, 208, 16, 48, 64), _Inception(512, 160, 112, 224, 24, 64, 64),
+            _Inception(512, 128, 128, 256, 24, 64, 64), _Inception(512, 112, 144, 288, 32, 64, 64),
+            _Inception(528, 256, 160, 320, 32, 128, 128), nn.MaxPool2d(2, 2),
+            _Inception(832, 256, 160, 320, 32, 128, 128), _Inception(832, 384, 192, 384, 48, 128, 128),
+            nn.AdaptiveAvgPool2d(1))
+        self.classifier = nn.Linear(1024, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))

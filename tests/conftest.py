@@ -1,0 +1,55 @@
+"""Shared fixtures: the host target and small models built in the test (real TVM, no mocks)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class SmallCNN(nn.Module):
+    """conv-bn-relu, a residual pair, max-pool, global pool and a linear head."""
+
+    def __init__(self, width: int = 8, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        self.pool = nn.MaxPool2d(2)
+        self.body = nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(), nn.Conv2d(width, width, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(width))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.stem(x))
+        x = torch.relu(x + self.body(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def small_cnn(width: int = 8, size: int = 32, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(seed)
+    return SmallCNN(width).eval(), (torch.randn(1, 3, size, size),)
+
+
+@pytest.fixture(scope="session")
+def target():
+    from recommender.target import native_target
+    return native_target()
+
+
+@pytest.fixture(scope="session")
+def onnx_file(tmp_path_factory) -> str:
+    model, args = small_cnn(width=8, size=32)
+    path = str(tmp_path_factory.mktemp("onnx") / "small_cnn.onnx")
+    torch.onnx.export(model, args, path, dynamo=False, input_names=["x"])
+    return path
+
+
+@pytest.fixture(scope="session")
+def pt2_file(tmp_path_factory) -> str:
+    model, args = small_cnn(width=16, size=24)
+    path = str(tmp_path_factory.mktemp("pt2") / "small_cnn.pt2")
+    torch.export.save(torch.export.export(model, args), path)
+    return path

@@ -1,0 +1,87 @@
+"""The command line: kernel listing, JSON output, and one-line errors on bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+from recommender.cli import main
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_help_lists_commands():
+    out = _run_cli("--help")
+    assert out.returncode == 0
+    for cmd in ("kernels", "zoo", "target"):
+        assert cmd in out.stdout
+
+
+def test_kernels_table_and_json(onnx_file, tmp_path, capsys):
+    out_json = tmp_path / "k.json"
+    assert main(["kernels", onnx_file, "--json", str(out_json)]) == 0
+    table = capsys.readouterr().out
+    assert "conv2d>add>relu" in table  # the ONNX exporter folds batch norm into the conv
+    data = json.loads(out_json.read_text())
+    assert data["model"] == "small_cnn" and data["target"]["kind"] == "llvm"
+    assert data["inputs"] == [{"name": data["inputs"][0]["name"], "shape": [1, 3, 32, 32], "dtype": "float32"}]
+    kinds = {k["kind"] for k in data["kernels"]}
+    assert {"conv2d", "pool", "matmul"} <= kinds
+    assert abs(sum(k["flop_share"] for k in data["kernels"]) - 1) < 1e-6
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+def _celu_onnx(path: str) -> None:
+    node = helper.make_node("Celu", ["x"], ["y"], alpha=1.0)
+    graph = helper.make_graph([node], "celu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x00\x01 this is not a protobuf \xff" * 10)
+    not_pt2 = tmp_path / "text.pt2"
+    not_pt2.write_text("hello")
+    celu = tmp_path / "celu.onnx"
+    _celu_onnx(str(celu))
+    cases = [
+        (["kernels", str(tmp_path / "missing.onnx")], "model file not found"),
+        (["kernels", str(garbage)], "not a valid ONNX model"),
+        (["kernels", str(not_pt2)], "not a torch.export program"),
+        (["kernels", "zoo:resnet1000"], "unknown zoo model 'resnet1000'; known: resnet18, resnet50"),
+        (["kernels", str(celu)], "not supported by the TVM Relax frontend: Celu"),
+        (["kernels", str(tmp_path / "model.txt")], "model file not found"),
+        (["kernels", "zoo:bert_tiny", "--target", '{"kind": "cuda"}'], "targets CPUs"),
+    ]
+    (tmp_path / "model.bin").write_text("x")
+    cases.append((["kernels", str(tmp_path / "model.bin")], "unrecognised model spec"))
+    for argv, message in cases:
+        out = _run_cli(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        err_lines = [ln for ln in out.stderr.splitlines() if ln.startswith("schedrec:")]
+        assert len(err_lines) == 1 and message in err_lines[0], (argv, out.stderr)
+        assert "Traceback" not in out.stderr, (argv, out.stderr)
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    out = _run_cli("--debug", "kernels", str(tmp_path / "missing.onnx"))
+    assert out.returncode == 2 and "Traceback" in out.stderr
+
+
+def test_model_without_tunable_kernel(tmp_path, capsys):
+    """An ONNX graph that only passes its input through has nothing to tune: a clear error."""
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph([node], "ident", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "ident.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert main(["kernels", str(path)]) == 2
+    assert "has no tunable kernel" in capsys.readouterr().err

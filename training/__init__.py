@@ -1,0 +1,1 @@
+"""Datasets from the bank, ranking models and their offline evaluation."""
