@@ -1,0 +1,133 @@
+"""Handles on worker processes: start, call with a timeout, and replace a worker that crashed or hung."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+
+
+class WorkerCrash(Exception):
+    """The worker process died while handling a request."""
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer in time; it was killed."""
+
+
+class WorkerError(Exception):
+    """The worker raised an exception for the request (it stays alive)."""
+
+
+class WorkerHandle:
+    """One persistent worker process; restarted transparently after a crash or a timeout."""
+
+    def __init__(self, name: str, threads: int | None = None, start_timeout: float = 120.0) -> None:
+        self.name = name
+        self.threads = threads
+        self.start_timeout = start_timeout
+        self.restarts = 0
+        self._proc = None
+        self._conn = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _start(self) -> None:
+        """Launch `python -m recommender.measure.worker SOCKET` and accept its connection.
+
+        A plain subprocess, not multiprocessing's spawn or fork: the worker never re-imports the caller's
+        main module, and no process holding TVM and torch thread pools is forked. The socket lives in a
+        fresh private (0700) directory."""
+        sock_dir = tempfile.mkdtemp(prefix="schedrec-w-")
+        address = os.path.join(sock_dir, "sock")
+        env = dict(os.environ)
+        if self.threads:
+            env["TVM_NUM_THREADS"] = str(self.threads)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.bind(address)
+            server.listen(1)
+            server.settimeout(self.start_timeout)
+            proc = subprocess.Popen([sys.executable, "-m", "recommender.measure.worker", address], env=env,
+                                    stdin=subprocess.DEVNULL)
+            try:
+                sock, _ = server.accept()
+            except OSError as err:
+                proc.kill()
+                proc.wait()
+                raise WorkerCrash(f"{self.name}: worker did not start ({err})") from err
+        finally:
+            server.close()
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        sock.settimeout(None)
+        self._proc, self._conn = proc, Connection(sock.detach())
+        # wait until TVM is imported, so the first timed request does not pay for it
+        self._request("ping", {}, self.start_timeout)
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def _request(self, op: str, payload: dict, timeout: float) -> object:
+        try:
+            self._conn.send((op, payload))
+        except (BrokenPipeError, OSError) as err:
+            self._kill()
+            raise WorkerCrash(f"{self.name}: worker gone before the request ({err})") from err
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill()
+                self.restarts += 1
+                raise WorkerTimeout(f"{self.name}: no answer within {timeout:.0f} s")
+            try:
+                ready = self._conn.poll(min(left, 0.5))
+            except (EOFError, OSError):
+                ready = True
+            if ready:
+                try:
+                    status, value = self._conn.recv()
+                except (EOFError, OSError) as err:
+                    code = self._proc.wait(5)
+                    self._kill()
+                    self.restarts += 1
+                    raise WorkerCrash(f"{self.name}: worker died (exit code {code})") from err
+                if status == "ok":
+                    return value
+                raise WorkerError(str(value))
+            if not self._alive():
+                code = self._proc.returncode
+                self._kill()
+                self.restarts += 1
+                raise WorkerCrash(f"{self.name}: worker died (exit code {code})")
+
+    def call(self, op: str, payload: dict, timeout: float) -> object:
+        """Run one request; a dead worker is replaced first."""
+        if not self._alive():
+            self._kill()
+            self._start()
+        return self._request(op, payload, timeout)
+
+    def close(self) -> None:
+        if self._conn is not None and self._alive():
+            try:
+                self._conn.send(("exit", {}))
+                self._proc.wait(2)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()

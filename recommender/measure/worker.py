@@ -1,0 +1,118 @@
+"""A measurement worker process: imports TVM once, then builds or times kernels on request.
+
+Protocol over a multiprocessing Connection: the parent sends (op, payload) and the worker answers
+("ok", value) or ("error", message). A crash shows as a closed pipe; a hang as a missing answer.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+
+
+def _build(payload: dict) -> str:
+    import tvm
+    mod = tvm.ir.load_json(payload["mod_json"])
+    target = tvm.target.Target(payload["target"])
+    lib = tvm.compile(mod, target=target)
+    path = payload["out_path"]
+    tmp = path + ".tmp.so"
+    lib.export_library(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _random_args(args_info: list, seed: int, dev: object) -> list:
+    """Inputs for timing: uniform floats; integer arguments are zeros so that index inputs stay in range."""
+    import numpy as np
+    import tvm
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in args_info:
+        if dtype.startswith(("int", "uint", "bool")):
+            arr = np.zeros(shape, dtype=dtype)
+        else:
+            arr = rng.uniform(-1, 1, size=shape).astype(dtype)
+        out.append(tvm.runtime.tensor(arr, dev))
+    return out
+
+
+_rpc_session: dict = {}
+
+
+def _remote(rpc: dict) -> object:
+    """A cached RPC session to a board of the tracker's `key` queue."""
+    from tvm import rpc as tvm_rpc
+    key = (rpc["host"], rpc["port"], rpc["key"])
+    if key not in _rpc_session:
+        tracker = tvm_rpc.connect_tracker(rpc["host"], rpc["port"])
+        _rpc_session.clear()
+        _rpc_session[key] = tracker.request(rpc["key"], priority=1, session_timeout=600)
+    return _rpc_session[key]
+
+
+def _load(payload: dict) -> tuple[object, object]:
+    """The timed module and its device: local, or uploaded to the remote board."""
+    import tvm
+    if not payload.get("rpc"):
+        return tvm.runtime.load_module(payload["lib_path"]), tvm.cpu()
+    try:
+        remote = _remote(payload["rpc"])
+        remote.upload(payload["lib_path"])
+        lib = remote.load_module(os.path.basename(payload["lib_path"]))
+    except Exception:
+        _rpc_session.clear()  # a broken session is rebuilt for the next request
+        raise
+    return lib, remote.cpu()
+
+
+def _time(payload: dict) -> list[float]:
+    lib, dev = _load(payload)
+    args = _random_args(payload["args_info"], payload.get("seed", 0), dev)
+    func = lib["main"]
+    for _ in range(max(1, payload["warmup"])):
+        func(*args)
+    dev.sync()
+    evaluator = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
+                                   min_repeat_ms=payload["min_repeat_ms"],
+                                   f_preproc="cache_flush_cpu_non_first_arg" if payload["flush_cache"] else "")
+    return [float(x) for x in evaluator(*args).results]
+
+
+def _crash(payload: dict) -> None:
+    """For tests: die like a segfaulting kernel would."""
+    os.abort()
+
+
+_OPS = {"build": _build, "time": _time, "ping": lambda payload: os.getpid(), "crash": _crash}
+
+
+def serve(conn: object) -> None:
+    """Worker main loop."""
+    import tvm  # noqa: F401  (the one import this worker pays for)
+    while True:
+        try:
+            op, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if op == "exit":
+            return
+        try:
+            conn.send(("ok", _OPS[op](payload)))
+        except Exception as err:  # reported to the parent, which records the reason
+            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+            msg = lines[-1] if lines else type(err).__name__
+            conn.send(("error", f"{type(err).__name__}: {msg}"[:2000] + "\n" + traceback.format_exc(limit=3)[-1500:]))
+
+
+def main() -> None:
+    """Entry point: `python -m recommender.measure.worker SOCKET`."""
+    import socket
+    import sys
+    from multiprocessing.connection import Connection
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(sys.argv[1])
+    serve(Connection(sock.detach()))
+
+
+if __name__ == "__main__":
+    main()
