@@ -74,10 +74,105 @@ def cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _bank_dir(args: argparse.Namespace, target_key: str, kind: str = "bank"):
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    return Path(args.bank) if args.bank else repo_models_dir() / target_key / kind
+
+
+def cmd_bank_tune(args: argparse.Namespace) -> int:
+    """Tune models into the bank with MetaSchedule through the schedrec measurer (resumable)."""
+    from .bank_tune import tune_model
+    from .measure import MeasureSettings
+    from .target import parse_target
+    target = parse_target(args.target)
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
+                               build_workers=args.build_workers)
+    bank_dir = _bank_dir(args, target.key, "reference" if args.reference else "bank")
+    specs = [s.strip() for s in args.models.split(",") if s.strip()]
+    if not specs:
+        raise SchedrecError("--models is empty: give a comma-separated list such as zoo:resnet18,zoo:bert_base")
+    for spec in specs:
+        meta = tune_model(spec, target, bank_dir, args.trials_per_task, args.min_share, settings,
+                          trials_per_iter=args.trials_per_iter)
+        print(f"{meta['model']}: done in {meta['last_run']['seconds']:.0f} s -> {bank_dir / meta['model']}")
+    return 0
+
+
+def cmd_bank_import(args: argparse.Namespace) -> int:
+    """Add an existing MetaSchedule work dir to the bank."""
+    from pathlib import Path
+
+    from .bank_info import import_workdir
+    from .target import parse_target
+    target = parse_target(args.target)
+    s = import_workdir(Path(args.work_dir), _bank_dir(args, target.key), args.name, target.key, target.config)
+    print(f"imported {s['model']}: {s['workloads']} workloads, {s['records']} records ({s['valid_records']} valid)")
+    return 0
+
+
+def cmd_bank_info(args: argparse.Namespace) -> int:
+    """Print the bank's models, kernels, classes, records and best latencies."""
+    from .bank_info import bank_summary
+    from .target import parse_target
+    target = parse_target(args.target)
+    dirs = [_bank_dir(args, target.key)] if args.bank else [_bank_dir(args, target.key, kind)
+                                                            for kind in ("bank", "reference")]
+    found = False
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        rows = bank_summary(d)
+        found = True
+        print(f"{d} ({len(rows)} models)")
+        _print_table([[r["model"], r["target_key"], str(r["kernels"]), f"{r['done_kernels']}/{r['tuned_kernels']}",
+                       str(r["classes"]), str(r["records"]), str(r["valid_records"]),
+                       f"{r['tuned_kernels_latency_ms']:.2f}", f"{r['tuning_hours']:.2f}"] for r in rows],
+                     ["model", "target", "kernels", "tuned", "classes", "records", "valid",
+                      "tuned kernels ms", "hours"])
+        for r in rows:
+            if r["target_key"] != target.key:
+                print(f"warning: {r['model']} was measured on {r['target_key']}, not on {target.key}: "
+                      f"its latencies and rankings do not carry over", file=sys.stderr)
+    if not found:
+        raise SchedrecError(f"no bank for {target.key} under {dirs[0].parent}; "
+                            f"tune one with `schedrec bank tune` or pass --bank DIR")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="schedrec", description="ML-guided schedule recommender for TVM MetaSchedule.")
+    p = _Parser(prog="schedrec", description="ML-guided schedule recommender for TVM MetaSchedule.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     def target_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--target", default="native",
@@ -96,6 +191,42 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("target", help=cmd_target.__doc__, description=cmd_target.__doc__)
     target_opt(t)
     t.set_defaults(func=cmd_target)
+
+    b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
+                       description="The bank: per target, MetaSchedule tuning records of the models tuned there.")
+    bsub = b.add_subparsers(dest="bank_command", metavar="BANK_COMMAND", required=True, parser_class=_Parser)
+
+    def bank_opt(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+
+    bt = bsub.add_parser("tune", help=cmd_bank_tune.__doc__, description=cmd_bank_tune.__doc__)
+    bt.add_argument("--models", required=True, help="comma-separated model specs, e.g. zoo:resnet18,zoo:bert_base")
+    target_opt(bt)
+    bank_opt(bt)
+    bt.add_argument("--reference", action="store_true",
+                    help="write to models/<target-key>/reference (long 'full tuning' runs) instead of the bank")
+    bt.add_argument("--trials-per-task", type=_positive_int, default=64, help="measured trials per kernel (64)")
+    bt.add_argument("--trials-per-iter", type=_positive_int, default=32,
+                    help="candidates per evolutionary-search round (32)")
+    bt.add_argument("--min-share", type=_share, default=0.01,
+                    help="tune kernels holding at least this share of the model's FLOPs (0.01)")
+    bt.add_argument("--runner", default="local", help="local, or rpc://HOST:PORT/KEY for a remote board")
+    bt.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
+    bt.add_argument("--min-repeat-ms", type=_positive_int, default=4, help="minimum length of one repeat (4)")
+    bt.add_argument("--build-workers", type=_positive_int, default=2, help="parallel build workers (2)")
+    bt.set_defaults(func=cmd_bank_tune)
+
+    bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
+    bi.add_argument("work_dir", metavar="DIR", help="a MetaSchedule work dir with its two database files")
+    bi.add_argument("--name", required=True, help="the model name to file it under")
+    target_opt(bi)
+    bank_opt(bi)
+    bi.set_defaults(func=cmd_bank_import)
+
+    bn = bsub.add_parser("info", help=cmd_bank_info.__doc__, description=cmd_bank_info.__doc__)
+    target_opt(bn)
+    bank_opt(bn)
+    bn.set_defaults(func=cmd_bank_info)
     return p
 
 

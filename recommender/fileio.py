@@ -17,6 +17,7 @@ def atomic_write_text(path: str, text: str) -> None:
     except OSError as err:
         raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
     try:
+        os.chmod(tmp, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

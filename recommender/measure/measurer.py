@@ -109,6 +109,7 @@ class Measurer:
         self._tmp = tempfile.mkdtemp(prefix="schedrec-measure-")
         self._lock = threading.Lock()
         self._counter = 0
+        self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0}
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -124,9 +125,13 @@ class Measurer:
 
     # -- building --------------------------------------------------------------------------------
     def _artifact_path(self) -> str:
+        """A fresh directory per artifact: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder."""
         with self._lock:
             self._counter += 1
-            return os.path.join(self._tmp, f"cand-{self._counter}.so")
+            n = self._counter
+        folder = os.path.join(self._tmp, f"cand-{n}")
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, "lib.so")
 
     def build(self, mods: list[object]) -> list[tuple[str | None, str, str, float]]:
         """Build each module in parallel workers: [(artifact path or None, status, error, seconds)]."""
@@ -149,6 +154,7 @@ class Measurer:
                                 self.settings.build_timeout_s)
                     results[i] = (path, OK, "", time.perf_counter() - t0)
                 except WorkerError as err:
+                    os.rmdir(os.path.dirname(path))
                     results[i] = (None, BUILD_ERROR, str(err), time.perf_counter() - t0)
                 except WorkerTimeout as err:
                     results[i] = (None, TIMEOUT, f"build: {err}", time.perf_counter() - t0)
@@ -195,12 +201,12 @@ class Measurer:
             r = self.time_artifact(path, info)
             r.build_s = build_s
             out.append(r)
-            os.unlink(path)
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return out
 
     def describe(self) -> dict:
         return {"target": self.target_config, "settings": self.settings.to_json(),
-                "timer_restarts": self._timer.restarts,
+                "timer_restarts": self._timer.restarts, "stats": dict(self.stats),
                 "builder_restarts": sum(b.restarts for b in self._builders)}
 
 

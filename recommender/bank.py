@@ -1,0 +1,204 @@
+"""The bank: per hardware target, the MetaSchedule tuning records of the models tuned there.
+
+Layout (one folder per model, `models/<target-key>/bank/<model>/`):
+- `database_workload.json.gz`, `database_tuning_record.json.gz`: a MetaSchedule JSONDatabase, gzipped
+  (one JSON value a line, exactly as `ms.database.JSONDatabase` writes them),
+- `meta.json`: the model spec, target, kernels (name, weight, FLOPs, class, FLOP share), which kernels are
+  tuned, trials and time spent per kernel, and the measurer settings.
+
+Tuning works in a scratch MetaSchedule work dir (`.work/`, restored from the bank at every start) and packs
+it into the bank after every kernel, so a killed run loses at most the kernel it was tuning and resumes
+from the last kernel it finished; the bank files are only ever replaced whole, by rename.
+"""
+from __future__ import annotations
+
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import SchedrecError
+from .fileio import atomic_write_json
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+META_FILE = "meta.json"
+FAILED_RUN_SECS = 1e9  # MetaSchedule stores failed candidates with 1e10 s
+
+
+def repo_models_dir() -> Path:
+    """`models/` beside the packages (the embedded defaults), or $SCHEDREC_MODELS_DIR."""
+    env = os.environ.get("SCHEDREC_MODELS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "models"
+
+
+def default_bank_dir(target_key: str) -> Path:
+    return repo_models_dir() / target_key / "bank"
+
+
+class BankError(SchedrecError):
+    """A bank that is missing, corrupt, locked or for another target."""
+
+
+@contextmanager
+def locked(folder: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (another run writing it is refused with a clear message)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ".lock"
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            raise BankError(f"{folder} is in use by another schedrec run ({what}); wait for it or stop it") from err
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# -- reading --------------------------------------------------------------------------------------
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def read_json_lines(path: Path) -> list:
+    """The JSON values of a (possibly gzipped) one-value-a-line file; clear errors on damage."""
+    try:
+        with _open_text(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError as err:
+        raise BankError(f"missing bank file: {path}") from err
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise BankError(f"corrupt or truncated bank file {path}: {err}") from err
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise BankError(f"corrupt bank file {path}, line {n}: {err.msg}") from err
+    return out
+
+
+def _db_file(folder: Path, name: str) -> Path:
+    gz = folder / (name + ".gz")
+    return gz if gz.exists() else folder / name
+
+
+@dataclass
+class BankRecord:
+    """One tuning record in plain Python form (no TVM objects)."""
+
+    workload_index: int
+    trace_json: list
+    run_secs: list[float]
+    target: dict | str
+    args_info: list
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.run_secs) and max(self.run_secs) < FAILED_RUN_SECS
+
+    @property
+    def latency(self) -> float:
+        return sorted(self.run_secs)[len(self.run_secs) // 2] if self.ok else float("inf")
+
+
+def read_records(folder: Path) -> tuple[list, list[BankRecord]]:
+    """(workload JSON values, records) of a bank model folder, validated for shape."""
+    workloads = read_json_lines(_db_file(folder, WORKLOAD_FILE))
+    raw = read_json_lines(_db_file(folder, RECORD_FILE))
+    records = []
+    for n, r in enumerate(raw, 1):
+        try:
+            wi, body = int(r[0]), r[1]
+            trace, run_secs, target, args_info = body[0], body[1], body[2], body[3]
+            if not (0 <= wi < len(workloads)) or not isinstance(trace, list) or len(trace) != 2:
+                raise ValueError("bad workload index or trace")
+            records.append(BankRecord(wi, trace, [float(x) for x in (run_secs or [])], target, args_info))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise BankError(f"corrupt record {n} in {folder}: {err}") from err
+    return workloads, records
+
+
+def read_meta(folder: Path) -> dict:
+    path = folder / META_FILE
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except FileNotFoundError as err:
+        raise BankError(f"missing {path}: not a bank model folder") from err
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise BankError(f"corrupt {path}: {err}") from err
+    if not isinstance(meta, dict) or "model" not in meta or "target_key" not in meta:
+        raise BankError(f"corrupt {path}: missing model or target_key")
+    return meta
+
+
+def bank_models(bank_dir: Path) -> list[Path]:
+    if not bank_dir.is_dir():
+        raise BankError(f"no bank at {bank_dir}")
+    return sorted(p for p in bank_dir.iterdir() if p.is_dir() and (p / META_FILE).exists())
+
+
+def open_database(folder: Path, scratch: str) -> object:
+    """A MetaSchedule JSONDatabase over a bank model's records (unpacked into `scratch`)."""
+    from tvm.s_tir import meta_schedule as ms
+    read_records(folder)  # validate before TVM parses it
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        src = _db_file(folder, name)
+        with _open_text(src) as fin, open(os.path.join(scratch, name), "w", encoding="utf-8") as fout:
+            shutil.copyfileobj(fin, fout)
+    try:
+        return ms.database.JSONDatabase(work_dir=scratch, allow_missing=False)
+    except Exception as err:
+        raise BankError(f"MetaSchedule cannot read the bank database of {folder}: {str(err).splitlines()[-1]}") from err
+
+
+def warn_if_other_target(meta: dict, target_key: str) -> str | None:
+    if meta.get("target_key") != target_key:
+        return (f"warning: bank model {meta['model']} was measured on {meta.get('target_key')}, not {target_key}; "
+                f"its latencies do not transfer to this target")
+    return None
+
+
+# -- writing --------------------------------------------------------------------------------------
+def pack(work_dir: str, folder: Path) -> None:
+    """Gzip a MetaSchedule work dir's database files into the bank folder (atomic per file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        src = os.path.join(work_dir, name)
+        if not os.path.exists(src):
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        os.close(fd)
+        os.chmod(tmp, 0o644)
+        with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=9) as fout:
+            shutil.copyfileobj(fin, fout)
+        os.replace(tmp, folder / (name + ".gz"))
+
+
+def unpack(folder: Path, work_dir: str) -> None:
+    """Restore a MetaSchedule work dir from the bank folder (to resume tuning)."""
+    os.makedirs(work_dir, exist_ok=True)
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        src = _db_file(folder, name)
+        if src.exists():
+            with _open_text(src) as fin, open(os.path.join(work_dir, name), "w", encoding="utf-8") as fout:
+                shutil.copyfileobj(fin, fout)
+
+
+def write_meta(folder: Path, meta: dict) -> None:
+    atomic_write_json(str(folder / META_FILE), meta)
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,66 @@
+"""Summaries of a bank: models, kernels, classes, records and best latencies (no TVM needed)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .bank import (BankError, META_FILE, bank_models, locked, pack, read_meta, read_records, write_meta)
+
+
+def model_summary(folder: Path) -> dict:
+    meta = read_meta(folder)
+    workloads, records = read_records(folder)
+    kernels = meta.get("kernels", {})
+    tuned = {n: k for n, k in kernels.items() if k.get("tuned")}
+    valid = [r for r in records if r.ok]
+    best = {}
+    for r in valid:
+        best[r.workload_index] = min(best.get(r.workload_index, float("inf")), r.latency)
+    # model latency estimate of the tuned kernels: sum over tuned kernels of weight * best
+    est = sum(k.get("weight", 1) * (k.get("best_s") or 0.0) for k in tuned.values())
+    return {"model": meta["model"], "target_key": meta["target_key"], "kernels": len(kernels),
+            "tuned_kernels": len(tuned), "done_kernels": sum(k.get("status") == "done" for k in tuned.values()),
+            "classes": len({k["class_key"] for k in kernels.values()}), "workloads": len(workloads),
+            "records": len(records), "valid_records": len(valid),
+            "tuned_kernels_latency_ms": round(est * 1e3, 3),
+            "tuning_hours": round(sum(k.get("seconds", 0.0) for k in kernels.values()) / 3600, 2)}
+
+
+def bank_summary(bank_dir: Path) -> list[dict]:
+    return [model_summary(folder) for folder in bank_models(bank_dir)]
+
+
+def import_workdir(work_dir: Path, bank_dir: Path, name: str, target_key: str, target: dict) -> dict:
+    """Add an existing MetaSchedule work dir (database_workload.json + database_tuning_record.json) to the
+    bank as model `name`. Its kernels are described from the workloads it holds."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .kernels import kernel_from_mod
+    for f in ("database_workload.json", "database_tuning_record.json"):
+        if not (work_dir / f).is_file():
+            raise BankError(f"{work_dir} is not a MetaSchedule work dir: {f} is missing")
+    folder = bank_dir / name
+    if (folder / META_FILE).exists():
+        raise BankError(f"the bank already has a model named {name} ({folder}); choose another --name")
+    with tempfile.TemporaryDirectory() as scratch:
+        packed = Path(scratch) / "packed"
+        pack(str(work_dir), packed)
+        workloads, records = read_records(packed)  # validates the files
+        kernels = {}
+        for i, wjson in enumerate(workloads):
+            try:
+                mod = ms.database.Workload.from_json(wjson).mod
+            except Exception as err:
+                raise BankError(f"workload {i} of {work_dir} is not a TIR module: {str(err).splitlines()[-1]}") from err
+            k = kernel_from_mod(f"workload_{i}", mod)
+            mine = [r for r in records if r.workload_index == i]
+            lat = [r.latency for r in mine if r.ok]
+            kernels[k.name] = dict(k.to_json(), flop_share=None, tuned=True, status="done", trials=len(mine),
+                                   valid=len(lat), best_s=min(lat) if lat else None, seconds=0.0)
+        record_targets = sorted({str(r.target.get("mcpu", "")) if isinstance(r.target, dict) else str(r.target)
+                                 for r in records})
+        with locked(folder, f"bank import {name}"):
+            pack(str(work_dir), folder)
+            write_meta(folder, {"model": name, "spec": f"import:{work_dir}", "target": target,
+                                "target_key": target_key, "record_targets": record_targets, "kernels": kernels})
+    return model_summary(folder)

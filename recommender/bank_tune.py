@@ -1,0 +1,125 @@
+"""Tuning models into the bank with MetaSchedule's evolutionary search, measured by the schedrec measurer."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .bank import (BankError, META_FILE, locked, pack, read_meta, unpack, write_meta)
+from .kernels import Kernel, extract_kernels, flop_shares
+from .measure import MeasureSettings, Measurer
+from .model_import import import_model
+from .target import TargetSpec
+
+
+def _quiet_metaschedule() -> None:
+    """MetaSchedule logs every iteration to the console; keep its logs in the work dir only."""
+    for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def selected_kernels(kernels: list[Kernel], min_share: float) -> list[tuple[Kernel, float]]:
+    """Kernels holding at least `min_share` of the model's FLOPs, heaviest first."""
+    return [(k, s) for k, s in zip(kernels, flop_shares(kernels)) if s >= min_share]
+
+
+def _new_meta(spec: str, name: str, target: TargetSpec, kernels: list[Kernel], min_share: float,
+              trials_per_task: int) -> dict:
+    shares = flop_shares(kernels)
+    return {"model": name, "spec": spec, "target": target.config, "target_key": target.key,
+            "min_flop_share": min_share, "trials_per_task": trials_per_task,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "kernels": {k.name: dict(k.to_json(), flop_share=s, tuned=s >= min_share, status="pending",
+                                     trials=0, valid=0, best_s=None, seconds=0.0)
+                        for k, s in zip(kernels, shares)}}
+
+
+def _kernel_records(db: object, mod: object) -> tuple[int, int, float | None]:
+    """(records, valid records, best median seconds) of one kernel's workload in a MetaSchedule database."""
+    import tvm_ffi
+    if not db.has_workload(mod):
+        return 0, 0, None
+    workload = db.commit_workload(mod)
+    n = valid = 0
+    best = None
+    for rec in db.get_all_tuning_records():
+        if not tvm_ffi.structural_equal(rec.workload.mod, workload.mod):
+            continue
+        n += 1
+        secs = [float(x) for x in (rec.run_secs or [])]
+        if secs and max(secs) < 1e9:
+            valid += 1
+            med = sorted(secs)[len(secs) // 2]
+            best = med if best is None else min(best, med)
+    return n, valid, best
+
+
+def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float = 0.01,
+               settings: MeasureSettings | None = None, trials_per_iter: int = 32, population_size: int = 256,
+               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+    """Tune the model's kernels that hold >= min_share of its FLOPs into `bank_dir/<model>/`. Resumable."""
+    from tqdm import tqdm
+    from tvm.s_tir import meta_schedule as ms
+
+    from .measure.ms_adapter import MeasurerBuilder, MeasurerRunner
+    from .tvm_setup import load_tensor_intrinsics
+
+    if trials_per_task < 1:
+        raise BankError(f"--trials-per-task must be at least 1, got {trials_per_task}")
+    _quiet_metaschedule()
+    load_tensor_intrinsics()
+    tt = target.tvm()
+    model = import_model(spec, tt)
+    kernels = extract_kernels(model, tt)
+    folder = bank_dir / model.name
+    with locked(folder, f"bank tune {spec}"):
+        if (folder / META_FILE).exists():
+            meta = read_meta(folder)
+            if meta["target_key"] != target.key:
+                raise BankError(f"{folder} holds records for {meta['target_key']}, not {target.key}; "
+                                f"use the bank folder of this target")
+            meta["trials_per_task"] = max(int(meta.get("trials_per_task", 0)), trials_per_task)
+            for k, s in zip(kernels, flop_shares(kernels)):
+                if k.name in meta["kernels"] and s >= min_share and not meta["kernels"][k.name]["tuned"]:
+                    meta["kernels"][k.name].update(tuned=True, status="pending")
+        else:
+            meta = _new_meta(spec, model.name, target, kernels, min_share, trials_per_task)
+        meta["measurer"] = (settings or MeasureSettings()).to_json()
+        meta["search"] = {"strategy": "evolutionary", "population_size": population_size,
+                          "trials_per_iter": trials_per_iter, "cost_model": "xgb"}
+        work = str(folder / ".work")
+        unpack(folder, work)
+        db = ms.database.JSONDatabase(work_dir=work)
+        todo = [k for k, _ in selected_kernels(kernels, min_share)]
+        t_model = time.time()
+        with Measurer(target.config, settings) as measurer:
+            builder, runner = MeasurerBuilder(measurer), MeasurerRunner(measurer)
+            bar = tqdm(todo, desc=model.name, unit="kernel", file=sys.stderr)
+            for k in bar:
+                entry = meta["kernels"][k.name]
+                n, valid, best = _kernel_records(db, k.mod)
+                remaining = trials_per_task - n
+                bar.set_postfix_str(f"{k.name[:40]} {n}/{trials_per_task} trials")
+                if remaining > 0:
+                    t0 = time.time()
+                    ctx = ms.TuneContext(mod=k.mod, target=tt, space_generator="post-order-apply",
+                                         search_strategy=ms.search_strategy.EvolutionarySearch(
+                                             population_size=population_size),
+                                         task_name=k.name,
+                                         num_threads=int(target.config.get("num-cores", 1)))
+                    ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
+                                  num_trials_per_iter=min(trials_per_iter, remaining), builder=builder,
+                                  runner=runner, database=db, cost_model="xgb")
+                    entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
+                    n, valid, best = _kernel_records(db, k.mod)
+                entry.update(status="done", trials=n, valid=valid, best_s=best)
+                meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                pack(work, folder)
+                write_meta(folder, meta)
+            bar.close()
+            meta["last_run"] = {"seconds": round(time.time() - t_model, 1), **measurer.describe()["stats"]}
+        write_meta(folder, meta)
+        log(f"{model.name}: {len(todo)} kernels tuned, "
+            f"{sum(meta['kernels'][k.name]['trials'] for k in todo)} trials in the bank")
+        return meta
