@@ -131,7 +131,7 @@ class Measurer:
             n = self._counter
         folder = os.path.join(self._tmp, f"cand-{n}")
         os.makedirs(folder, exist_ok=True)
-        return os.path.join(folder, "lib.so")
+        return os.path.join(folder, f"cand-{n}.so")  # unique name: RPC uploads share one remote folder
 
     def build(self, mods: list[object]) -> list[tuple[str | None, str, str, float]]:
         """Build each module in parallel workers: [(artifact path or None, status, error, seconds)]."""

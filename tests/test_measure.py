@@ -1,0 +1,74 @@
+"""The measurer with real TVM: timing, isolation of crashing / hanging / failing kernels, MetaSchedule."""
+from __future__ import annotations
+
+import pytest
+
+from recommender.errors import SchedrecError
+from recommender.measure import MeasureSettings, Measurer
+from recommender.measure.measurer import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, parse_runner
+
+from .kernels_tir import add1024, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
+
+
+@pytest.fixture(scope="module")
+def measurer(target):
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1, run_timeout_s=15)) as m:
+        yield m
+
+
+def test_times_kernels_with_all_repeats(measurer):
+    results = measurer.measure([as_mod(matmul64), as_mod(add1024)])
+    assert [r.status for r in results] == [OK, OK]
+    for r in results:
+        assert len(r.costs) == 3 and all(c > 0 for c in r.costs)
+        assert min(r.costs) <= r.median <= max(r.costs)
+    mm, add = results
+    assert mm.median > add.median  # 2*64^3 flops vs 1024 adds
+
+
+def test_failures_are_recorded_with_reasons_and_the_next_candidate_is_fine(measurer):
+    results = measurer.measure([as_mod(segfaults), as_mod(fails_build), as_mod(fails_at_run), as_mod(add1024)])
+    assert [r.status for r in results] == [CRASH, BUILD_ERROR, RUNTIME_ERROR, OK]
+    assert "exit code" in results[0].error
+    assert "tvm_thread_allreduce" in results[1].error
+    assert "runtime check failed" in results[2].error
+
+
+def test_a_hanging_kernel_costs_only_its_worker(target):
+    with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0, run_timeout_s=3)) as m:
+        hung, after = m.measure([as_mod(hangs), as_mod(add1024)])
+        assert hung.status == TIMEOUT and after.status == OK
+        assert m.describe()["timer_restarts"] == 1
+
+
+def test_a_worker_killed_from_outside_is_replaced(measurer):
+    import os
+    import signal
+    measurer.measure([as_mod(add1024)])
+    os.kill(measurer._timer.pid, signal.SIGKILL)
+    assert measurer.measure([as_mod(add1024)])[0].status == OK
+
+
+def test_settings_are_validated():
+    with pytest.raises(SchedrecError, match="repeat"):
+        MeasureSettings(repeat=0)
+    with pytest.raises(SchedrecError, match="rpc://HOST:PORT/KEY"):
+        MeasureSettings(runner="rpc://nohost")
+    assert parse_runner("rpc://127.0.0.1:9190/board") == {"host": "127.0.0.1", "port": 9190, "key": "board"}
+
+
+def test_metaschedule_tunes_through_the_measurer(target, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    from recommender.measure.ms_adapter import MeasurerBuilder, MeasurerRunner
+    from recommender.tvm_setup import load_tensor_intrinsics
+    load_tensor_intrinsics()
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        db = ms.tir_integration.tune_tir(as_mod(matmul64), target.tvm(), str(tmp_path), max_trials_global=8,
+                                         num_trials_per_iter=4, builder=MeasurerBuilder(m),
+                                         runner=MeasurerRunner(m))
+        stats = m.describe()["stats"]
+    records = db.get_all_tuning_records()
+    assert len(records) == 8 and stats["built"] == 8 and stats["timed"] == 8
+    assert all(r.run_secs is not None and len(r.run_secs) == 3 and max(float(x) for x in r.run_secs) < 1
+               for r in records)
