@@ -1,0 +1,117 @@
+"""Benchmark: the schedrec measurer against MetaSchedule's LocalBuilder + LocalRunner, same candidates,
+same timing settings, in one run. Prints candidates per second for each, the ratio, and how well the
+medians agree (median |log ratio| over candidates that both measured).
+
+Usage: python benchmarks/measurer_vs_stock.py [--per-kernel 4] [--out benchmarks/results/measurer_vs_stock.json]
+Keep the machine otherwise idle while it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+
+from recommender.kernels import extract_kernels
+from recommender.measure import MeasureSettings, Measurer
+from recommender.model_import import import_model
+from recommender.target import native_target
+from recommender.tvm_setup import load_tensor_intrinsics
+
+
+def candidates(kernel, target, n: int) -> list:
+    """n postprocessed random points of the kernel's MetaSchedule design space."""
+    from tvm.s_tir import meta_schedule as ms
+    out = []
+    seed = 0
+    while len(out) < n and seed < 10 * n:
+        ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply",
+                             num_threads=1, rand_state=seed)
+        spaces = ctx.space_generator.generate_design_space(kernel.mod)
+        sch = spaces[seed % len(spaces)]
+        sch.enter_postproc()
+        if all(p.apply(sch) for p in ctx.space_generator.postprocs):
+            out.append(sch.mod)
+        seed += 1
+    return out
+
+
+def stock_measure(mods: list, target, settings: MeasureSettings) -> list[float | None]:
+    from tvm.s_tir import meta_schedule as ms
+    # generous timeouts: with the defaults (30 s) a fresh worker's `import tvm` alone can time out here
+    builder = ms.builder.LocalBuilder(timeout_sec=600)
+    runner = ms.runner.LocalRunner(timeout_sec=600, evaluator_config=ms.runner.EvaluatorConfig(
+        number=settings.number, repeat=settings.repeat, min_repeat_ms=settings.min_repeat_ms,
+        enable_cpu_cache_flush=settings.flush_cache))
+    built = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
+    inputs, index = [], []
+    for i, (m, b) in enumerate(zip(mods, built)):
+        if b.error_msg is None:
+            inputs.append(ms.runner.RunnerInput(b.artifact_path, "llvm", ms.arg_info.ArgInfo.from_prim_func(m["main"])))
+            index.append(i)
+    out: list[float | None] = [None] * len(mods)
+    for i, fut in zip(index, runner.run(inputs)):
+        r = fut.result()
+        if r.error_msg is None:
+            out[i] = statistics.median(float(x) for x in r.run_secs)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--per-kernel", type=int, default=4)
+    ap.add_argument("--models", default="zoo:resnet18,zoo:bert_tiny")
+    ap.add_argument("--out", default="benchmarks/results/measurer_vs_stock.json")
+    args = ap.parse_args()
+    load_tensor_intrinsics()
+    spec = native_target()
+    target = spec.tvm()
+    mods, labels = [], []
+    for model in args.models.split(","):
+        kernels = extract_kernels(import_model(model, target), target)
+        seen = set()
+        for k in kernels:  # one kernel per class, heaviest first
+            if k.class_key in seen or k.kind == "elementwise":
+                continue
+            seen.add(k.class_key)
+            for m in candidates(k, target, args.per_kernel):
+                mods.append(m)
+                labels.append(f"{model}:{k.name}:{k.kind}")
+    settings = MeasureSettings(repeat=5, min_repeat_ms=4)
+    classes = sorted({lbl.split(":")[-1] for lbl in labels})
+    print(f"{len(mods)} candidates from {len({l.rsplit(':', 1)[0] for l in labels})} kernels, kinds {classes}")
+
+    t0 = time.perf_counter()
+    with Measurer(spec.config, settings) as m:
+        ours_results = m.measure(mods)
+    ours_s = time.perf_counter() - t0
+    ours = [r.median if r.ok else None for r in ours_results]
+
+    t0 = time.perf_counter()
+    stock = stock_measure(mods, target, settings)
+    stock_s = time.perf_counter() - t0
+
+    both = [(a, b) for a, b in zip(ours, stock) if a and b]
+    logs = [abs(math.log(a / b)) for a, b in both]
+    report = {
+        "candidates": len(mods), "kinds": classes, "settings": settings.to_json(),
+        "schedrec": {"seconds": round(ours_s, 2), "per_second": round(len(mods) / ours_s, 3),
+                     "measured": sum(x is not None for x in ours)},
+        "stock": {"seconds": round(stock_s, 2), "per_second": round(len(mods) / stock_s, 3),
+                  "measured": sum(x is not None for x in stock)},
+        "throughput_ratio": round(stock_s / ours_s, 2),
+        "median_abs_log_ratio": round(statistics.median(logs), 4) if logs else None,
+        "within_10_percent": round(sum(l < math.log(1.1) for l in logs) / len(logs), 3) if logs else None,
+        "pairs": [{"label": l, "schedrec_s": a, "stock_s": b} for l, a, b in zip(labels, ours, stock)],
+        "command": "python benchmarks/measurer_vs_stock.py " + f"--per-kernel {args.per_kernel} --models {args.models}",
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps({k: v for k, v in report.items() if k != "pairs"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
