@@ -1,0 +1,102 @@
+"""The bank: resumable tuning through the measurer, info, import, and clear errors on damaged banks."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from recommender.bank import BankError, META_FILE, RECORD_FILE, locked, read_records, unpack
+from recommender.bank_info import bank_summary, import_workdir
+from recommender.bank_tune import tune_model
+from recommender.cli import main
+from recommender.measure import MeasureSettings
+
+FAST = MeasureSettings(repeat=3, min_repeat_ms=1)
+
+
+@pytest.fixture(scope="module")
+def bank(onnx_file, target, tmp_path_factory) -> Path:
+    """A bank holding the small CNN with its heaviest kernel (43% of the FLOPs) tuned for 4 trials."""
+    bank_dir = tmp_path_factory.mktemp("bank")
+    tune_model(onnx_file, target, bank_dir, trials_per_task=4, min_share=0.4, settings=FAST, trials_per_iter=4)
+    return bank_dir
+
+
+def test_tuning_writes_a_metaschedule_bank(bank, target):
+    folder = bank / "small_cnn"
+    meta = json.loads((folder / META_FILE).read_text())
+    tuned = {n: k for n, k in meta["kernels"].items() if k["tuned"]}
+    assert len(tuned) == 1 and len(meta["kernels"]) == 6
+    (k,) = tuned.values()
+    assert k["status"] == "done" and k["trials"] == 4 and k["valid"] >= 1 and 0 < k["best_s"] < 0.1
+    assert meta["target_key"] == target.key and meta["measurer"]["repeat"] == 3
+    workloads, records = read_records(folder)
+    assert len(workloads) == 1 and len(records) == 4
+    assert all(len(r.run_secs) == 3 for r in records if r.ok)
+    assert not (folder / RECORD_FILE).exists() and (folder / (RECORD_FILE + ".gz")).exists()
+
+
+def test_tuning_resumes_instead_of_restarting(bank, onnx_file, target):
+    tune_model(onnx_file, target, bank, trials_per_task=6, min_share=0.4, settings=FAST, trials_per_iter=4)
+    meta = json.loads((bank / "small_cnn" / META_FILE).read_text())
+    (k,) = [k for k in meta["kernels"].values() if k["tuned"]]
+    assert k["trials"] == 6  # 4 kept, 2 more measured
+    assert meta["last_run"]["built"] == 2
+
+
+def test_info_and_import(bank, target, tmp_path, capsys):
+    (summary,) = bank_summary(bank)
+    assert summary["model"] == "small_cnn" and summary["records"] >= 4 and summary["valid_records"] >= 1
+    work = tmp_path / "work"
+    unpack(bank / "small_cnn", str(work))
+    s = import_workdir(work, bank, "imported_cnn", target.key, target.config)
+    assert s["workloads"] == 1 and s["records"] == summary["records"]
+    assert main(["bank", "info", "--bank", str(bank)]) == 0
+    out = capsys.readouterr().out
+    assert "small_cnn" in out and "imported_cnn" in out
+    with pytest.raises(BankError, match="already has a model named imported_cnn"):
+        import_workdir(work, bank, "imported_cnn", target.key, target.config)
+    with pytest.raises(BankError, match="not a MetaSchedule work dir"):
+        import_workdir(tmp_path, bank, "x", target.key, target.config)
+
+
+def _copy_bank(bank: Path, dest: Path) -> Path:
+    import shutil
+    shutil.copytree(bank / "small_cnn", dest / "small_cnn", ignore=shutil.ignore_patterns(".work", ".lock"))
+    return dest
+
+
+def test_damaged_bank_files_give_clear_errors(bank, tmp_path):
+    copy = _copy_bank(bank, tmp_path)
+    gz = copy / "small_cnn" / (RECORD_FILE + ".gz")
+    data = gz.read_bytes()
+    gz.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BankError, match="corrupt or truncated"):
+        bank_summary(copy)
+    with gzip.open(gz, "wt") as f:
+        f.write('[0, [[[], []], [0.1], {"kind": "llvm"}, []]]\n{not json\n')
+    with pytest.raises(BankError, match="line 2"):
+        bank_summary(copy)
+    (copy / "small_cnn" / META_FILE).write_text("{")
+    with pytest.raises(BankError, match="corrupt .*meta.json"):
+        bank_summary(copy)
+
+
+def test_bank_of_another_target_is_refused_for_tuning_and_flagged_by_info(bank, onnx_file, target, tmp_path, capsys):
+    copy = _copy_bank(bank, tmp_path)
+    meta_path = copy / "small_cnn" / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["target_key"] = "llvm-skylake-avx512-8c"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(BankError, match="holds records for llvm-skylake-avx512-8c"):
+        tune_model(onnx_file, target, copy, trials_per_task=6, min_share=0.4, settings=FAST)
+    assert main(["bank", "info", "--bank", str(copy)]) == 0
+    assert "measured on llvm-skylake-avx512-8c" in capsys.readouterr().err
+
+
+def test_a_second_writer_is_refused(bank, onnx_file, target):
+    with locked(bank / "small_cnn", "test"):
+        with pytest.raises(BankError, match="in use by another schedrec run"):
+            tune_model(onnx_file, target, bank, trials_per_task=8, min_share=0.4, settings=FAST)
