@@ -49,7 +49,7 @@ def stock_measure(mods: list, target, settings: MeasureSettings) -> list[float |
     inputs, index = [], []
     for i, (m, b) in enumerate(zip(mods, built)):
         if b.error_msg is None:
-            inputs.append(ms.runner.RunnerInput(b.artifact_path, "llvm", ms.arg_info.ArgInfo.from_prim_func(m["main"])))
+            inputs.append(ms.runner.RunnerInput(b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_prim_func(m["main"])))
             index.append(i)
     out: list[float | None] = [None] * len(mods)
     for i, fut in zip(index, runner.run(inputs)):
@@ -67,6 +67,9 @@ def main() -> None:
     args = ap.parse_args()
     load_tensor_intrinsics()
     spec = native_target()
+    # Same thread count for both: unset, TVM's runtime assumes hyperthreading on x86 and starts
+    # logical_cores / 2 threads (1 on this 2-vCPU machine) in the stock runner's workers.
+    os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
     target = spec.tvm()
     mods, labels = [], []
     for model in args.models.split(","):
@@ -97,6 +100,7 @@ def main() -> None:
     logs = [abs(math.log(a / b)) for a, b in both]
     report = {
         "candidates": len(mods), "kinds": classes, "settings": settings.to_json(),
+        "tvm_num_threads": os.environ["TVM_NUM_THREADS"],
         "schedrec": {"seconds": round(ours_s, 2), "per_second": round(len(mods) / ours_s, 3),
                      "measured": sum(x is not None for x in ours)},
         "stock": {"seconds": round(stock_s, 2), "per_second": round(len(mods) / stock_s, 3),
