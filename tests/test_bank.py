@@ -100,3 +100,16 @@ def test_a_second_writer_is_refused(bank, onnx_file, target):
     with locked(bank / "small_cnn", "test"):
         with pytest.raises(BankError, match="in use by another schedrec run"):
             tune_model(onnx_file, target, bank, trials_per_task=8, min_share=0.4, settings=FAST)
+
+
+def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, tmp_path):
+    from recommender.measure import Measurer
+    from recommender.model_import import import_model
+    model = import_model(onnx_file, target.tvm())
+    inputs = list(zip(model.input_shapes, model.input_dtypes))
+    unpack(bank / "small_cnn", str(tmp_path / "db"))
+    with Measurer(target.config, FAST) as m:
+        untuned = m.measure_model(model.mod, inputs)
+        tuned = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "db"))
+    assert untuned.ok and tuned.ok, (untuned.error, tuned.error)
+    assert len(untuned.costs) == 3 and untuned.median > 0 and tuned.median > 0

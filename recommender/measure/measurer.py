@@ -204,6 +204,37 @@ class Measurer:
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return out
 
+    def measure_model(self, mod: object, input_info: list, database_dir: str | None = None) -> MeasureResult:
+        """Build a whole Relax model (with a MetaSchedule database's schedules if given) in a build worker,
+        then time `main` in the timing worker. `input_info` is [(shape, dtype)] of the model's inputs."""
+        import tvm
+        path = self._artifact_path()
+        t0 = time.perf_counter()
+        try:
+            self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod), "target": self.target_config,
+                                                   "out_path": path, "database_dir": database_dir},
+                                   max(self.settings.build_timeout_s, 1800.0))
+        except (WorkerError, WorkerTimeout, WorkerCrash) as err:
+            status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
+            return MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
+        build_s = time.perf_counter() - t0
+        s = self.settings
+        payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
+                   "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
+                   "min_repeat_ms": s.min_repeat_ms}
+        t1 = time.perf_counter()
+        try:
+            costs = self._timer.call("time_model", payload, max(s.run_timeout_s, 600.0))
+            result = MeasureResult(OK, list(costs), build_s=build_s, run_s=time.perf_counter() - t1)
+        except WorkerError as err:
+            result = MeasureResult(RUNTIME_ERROR, error=str(err), build_s=build_s)
+        except WorkerTimeout as err:
+            result = MeasureResult(TIMEOUT, error=f"run: {err}", build_s=build_s)
+        except WorkerCrash as err:
+            result = MeasureResult(CRASH, error=f"run: {err}", build_s=build_s)
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        return result
+
     def describe(self) -> dict:
         return {"target": self.target_config, "settings": self.settings.to_json(),
                 "timer_restarts": self._timer.restarts, "stats": dict(self.stats),

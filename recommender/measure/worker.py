@@ -21,6 +21,39 @@ def _build(payload: dict) -> str:
     return path
 
 
+def _build_model(payload: dict) -> str:
+    """Compile a whole Relax model (optionally with a MetaSchedule database's schedules) to a library."""
+    import tvm
+    from tvm import relax
+    mod = tvm.ir.load_json(payload["mod_json"])
+    target = tvm.target.Target(payload["target"])
+    if payload.get("database_dir"):
+        from tvm.s_tir import meta_schedule as ms
+        db = ms.database.JSONDatabase(work_dir=payload["database_dir"], allow_missing=False)
+        with target, db:
+            mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+    ex = tvm.compile(mod, target=target)
+    path = payload["out_path"]
+    tmp = path + ".tmp.so"
+    ex.export_library(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _time_model(payload: dict) -> list[float]:
+    """Time a compiled Relax model's `main` on the given inputs (float: uniform, int: zeros)."""
+    import tvm
+    from tvm import relax
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
+    args = _random_args(payload["args_info"], payload.get("seed", 0), dev)
+    for _ in range(max(1, payload["warmup"])):
+        vm["main"](*args)
+    evaluator = vm.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
+                                  min_repeat_ms=payload["min_repeat_ms"])
+    return [float(x) for x in evaluator(*args).results]
+
+
 def _random_args(args_info: list, seed: int, dev: object) -> list:
     """Inputs for timing: uniform floats; integer arguments are zeros so that index inputs stay in range."""
     import numpy as np
@@ -83,7 +116,7 @@ def _crash(payload: dict) -> None:
     os.abort()
 
 
-_OPS = {"build": _build, "time": _time, "ping": lambda payload: os.getpid(), "crash": _crash}
+_OPS = {"build": _build, "time": _time, "build_model": _build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "crash": _crash}
 
 
 def serve(conn: object) -> None:

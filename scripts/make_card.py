@@ -1,0 +1,71 @@
+"""Write models/<target-key>/card.md from the bank and reference meta files and latency.json.
+
+Usage: python scripts/make_card.py [--target native]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+from recommender.bank import bank_models, read_meta, repo_models_dir
+from recommender.bank_info import model_summary
+from recommender.fileio import atomic_write_text
+from recommender.target import parse_target
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _fmt(x: object) -> str:
+    return "-" if x is None else f"{x:.2f}" if isinstance(x, float) else str(x)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="native")
+    args = ap.parse_args()
+    target = parse_target(args.target)
+    root = repo_models_dir() / target.key
+    lines = [f"# {target.key}: bank and references", "",
+             f"Target: `{json.dumps(target.config)}`; CPU: {_cpu_name()}.", ""]
+    for kind in ("bank", "reference"):
+        if not (root / kind).is_dir():
+            continue
+        folders = bank_models(root / kind)
+        lines += [f"## {kind} ({len(folders)} models)", "",
+                  "| model | kernels | tuned (>= min FLOP share) | done | trials per kernel | records | valid | hours |",
+                  "|---|---|---|---|---|---|---|---|"]
+        settings = None
+        for f in folders:
+            s, meta = model_summary(f), read_meta(f)
+            settings = settings or {"measurer": meta.get("measurer"), "search": meta.get("search"),
+                                    "min_flop_share": meta.get("min_flop_share")}
+            lines.append(f"| {s['model']} | {s['kernels']} | {s['tuned_kernels']} | {s['done_kernels']} | "
+                         f"{meta.get('trials_per_task')} | {s['records']} | {s['valid_records']} | "
+                         f"{s['tuning_hours']:.2f} |")
+        lines += ["", f"Settings: `{json.dumps(settings)}`", ""]
+    lat_path = root / "latency.json"
+    if lat_path.exists():
+        lat = json.loads(lat_path.read_text())
+        lines += ["## Model latency (ms, batch 1, median)", "",
+                  "Reproduce: `python scripts/latency_table.py --redo`.", "",
+                  "| model | set | untuned TVM | tuned TVM (bank) | PyTorch eager | ONNX Runtime |",
+                  "|---|---|---|---|---|---|"]
+        for name, r in lat.items():
+            lines.append(f"| {name} | {r.get('kind')} | {_fmt(r.get('tvm_untuned_ms'))} | {_fmt(r.get('tvm_tuned_ms'))} | "
+                         f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} |")
+        lines.append("")
+    atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
+    print(f"wrote {root / 'card.md'}")
+
+
+if __name__ == "__main__":
+    main()
