@@ -178,9 +178,13 @@ class Measurer:
         payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
                    "flush_cache": s.flush_cache, "rpc": self.rpc}
+        return self._timed("time", payload, s.run_timeout_s)
+
+    def _timed(self, op: str, payload: dict, timeout: float) -> MeasureResult:
+        """Run a timing request in the timing worker; failures become results with their reason."""
         t0 = time.perf_counter()
         try:
-            costs = self._timer.call("time", payload, s.run_timeout_s)
+            costs = self._timer.call(op, payload, timeout)
             return MeasureResult(OK, list(costs), run_s=time.perf_counter() - t0)
         except WorkerError as err:
             return MeasureResult(RUNTIME_ERROR, error=str(err), run_s=time.perf_counter() - t0)
@@ -222,16 +226,8 @@ class Measurer:
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
-        t1 = time.perf_counter()
-        try:
-            costs = self._timer.call("time_model", payload, max(s.run_timeout_s, 600.0))
-            result = MeasureResult(OK, list(costs), build_s=build_s, run_s=time.perf_counter() - t1)
-        except WorkerError as err:
-            result = MeasureResult(RUNTIME_ERROR, error=str(err), build_s=build_s)
-        except WorkerTimeout as err:
-            result = MeasureResult(TIMEOUT, error=f"run: {err}", build_s=build_s)
-        except WorkerCrash as err:
-            result = MeasureResult(CRASH, error=f"run: {err}", build_s=build_s)
+        result = self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
+        result.build_s = build_s
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return result
 

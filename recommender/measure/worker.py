@@ -9,16 +9,18 @@ import os
 import traceback
 
 
-def _build(payload: dict) -> str:
-    import tvm
-    mod = tvm.ir.load_json(payload["mod_json"])
-    target = tvm.target.Target(payload["target"])
-    lib = tvm.compile(mod, target=target)
-    path = payload["out_path"]
+def _export(lib: object, path: str) -> str:
+    """Write a compiled library under a temporary name, then rename it into place."""
     tmp = path + ".tmp.so"
     lib.export_library(tmp)
     os.replace(tmp, path)
     return path
+
+
+def _build(payload: dict) -> str:
+    import tvm
+    mod = tvm.ir.load_json(payload["mod_json"])
+    return _export(tvm.compile(mod, target=tvm.target.Target(payload["target"])), payload["out_path"])
 
 
 def _build_model(payload: dict) -> str:
@@ -32,12 +34,7 @@ def _build_model(payload: dict) -> str:
         db = ms.database.JSONDatabase(work_dir=payload["database_dir"], allow_missing=False)
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-    ex = tvm.compile(mod, target=target)
-    path = payload["out_path"]
-    tmp = path + ".tmp.so"
-    ex.export_library(tmp)
-    os.replace(tmp, path)
-    return path
+    return _export(tvm.compile(mod, target=target), payload["out_path"])
 
 
 def _time_model(payload: dict) -> list[float]:
