@@ -25,6 +25,15 @@ def add1024(a: T.Buffer((1024,), "float32"), b: T.Buffer((1024,), "float32")):
 
 
 @T.prim_func(s_tir=True)
+def add1024_wrong(a: T.Buffer((1024,), "float32"), b: T.Buffer((1024,), "float32")):
+    """Same signature as add1024 but adds 2: a deliberately wrong candidate."""
+    for i in range(1024):
+        with T.sblock("B"):
+            vi = T.axis.remap("S", [i])
+            b[vi] = a[vi] + T.float32(2)
+
+
+@T.prim_func(s_tir=True)
 def segfaults(a: T.Buffer((16,), "float32"), b: T.Buffer((16,), "float32")):
     """Writes far outside its output buffer."""
     for i in range(16):

@@ -5,9 +5,10 @@ import pytest
 
 from recommender.errors import SchedrecError
 from recommender.measure import MeasureSettings, Measurer
-from recommender.measure.measurer import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, parse_runner
+from recommender.measure.measurer import (BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT,
+                                          parse_runner)
 
-from .kernels_tir import add1024, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
+from .kernels_tir import add1024, add1024_wrong, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +73,24 @@ def test_metaschedule_tunes_through_the_measurer(target, tmp_path):
     assert len(records) == 8 and stats["built"] == 8 and stats["timed"] == 8
     assert all(r.run_secs is not None and len(r.run_secs) == 3 and max(float(x) for x in r.run_secs) < 1
                for r in records)
+
+
+def test_correctness_check_catches_a_wrong_kernel_and_passes_real_schedules(measurer, target):
+    from tvm.s_tir import meta_schedule as ms
+
+    from recommender.tvm_setup import load_tensor_intrinsics
+    wrong, right = measurer.measure([as_mod(add1024_wrong), as_mod(add1024)], reference=as_mod(add1024))
+    assert wrong.status == WRONG_RESULT and "differs from the reference" in wrong.error
+    assert right.status == OK
+    # tiled, parallel, vectorized schedules of a matmul reorder its sums and still pass
+    load_tensor_intrinsics()
+    scheduled = []
+    for seed in range(3):
+        ctx = ms.TuneContext(mod=as_mod(matmul64), target=target.tvm(), space_generator="post-order-apply",
+                             num_threads=1, rand_state=seed)
+        sch = ctx.space_generator.generate_design_space(as_mod(matmul64))[0]
+        sch.enter_postproc()
+        assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
+        scheduled.append(sch.mod)
+    results = measurer.measure(scheduled, reference=as_mod(matmul64))
+    assert [r.status for r in results] == [OK, OK, OK]

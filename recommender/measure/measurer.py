@@ -26,6 +26,7 @@ BUILD_ERROR = "build_error"
 RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
 CRASH = "crash"
+WRONG_RESULT = "wrong_result"
 
 
 @dataclass
@@ -172,10 +173,13 @@ class Measurer:
         return results
 
     # -- timing ----------------------------------------------------------------------------------
-    def time_artifact(self, path: str, args_info: list, seed: int = 0) -> MeasureResult:
-        """Time one built artifact in the timing worker (or through RPC)."""
+    def time_artifact(self, path: str, args_info: list, seed: int = 0,
+                      reference_path: str | None = None) -> MeasureResult:
+        """Time one built artifact in the timing worker (or through RPC). With `reference_path` (a local
+        build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal."""
         s = self.settings
         payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup,
+                   "reference_path": reference_path if self.rpc is None else None,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
                    "flush_cache": s.flush_cache, "rpc": self.rpc}
         return self._timed("time", payload, s.run_timeout_s)
@@ -187,25 +191,35 @@ class Measurer:
             costs = self._timer.call(op, payload, timeout)
             return MeasureResult(OK, list(costs), run_s=time.perf_counter() - t0)
         except WorkerError as err:
-            return MeasureResult(RUNTIME_ERROR, error=str(err), run_s=time.perf_counter() - t0)
+            status = WRONG_RESULT if str(err).startswith("WrongResult") else RUNTIME_ERROR
+            return MeasureResult(status, error=str(err), run_s=time.perf_counter() - t0)
         except WorkerTimeout as err:
             return MeasureResult(TIMEOUT, error=f"run: {err}", run_s=time.perf_counter() - t0)
         except WorkerCrash as err:
             return MeasureResult(CRASH, error=f"run: {err}", run_s=time.perf_counter() - t0)
 
-    def measure(self, mods: list[object], args_infos: list[list] | None = None) -> list[MeasureResult]:
-        """Build all modules (in parallel), then time the built ones one after another."""
-        built = self.build(mods)
+    def measure(self, mods: list[object], args_infos: list[list] | None = None,
+                reference: object | None = None) -> list[MeasureResult]:
+        """Build all modules (in parallel), then time the built ones one after another. With `reference`
+        (the unscheduled kernel), every candidate's output is checked against it before timing."""
+        built = self.build(mods + ([reference] if reference is not None else []))
+        ref_path = None
+        if reference is not None:
+            ref_path, ref_status, ref_error, _ = built.pop()
+            if ref_path is None:
+                raise SchedrecError(f"the reference (unscheduled) kernel does not build: {ref_status}: {ref_error}")
         out = []
         for i, (path, status, error, build_s) in enumerate(built):
             if path is None:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
             info = args_infos[i] if args_infos is not None else args_info_of(mods[i])
-            r = self.time_artifact(path, info)
+            r = self.time_artifact(path, info, reference_path=ref_path)
             r.build_s = build_s
             out.append(r)
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        if ref_path is not None:
+            shutil.rmtree(os.path.dirname(ref_path), ignore_errors=True)
         return out
 
     def measure_model(self, mod: object, input_info: list, database_dir: str | None = None) -> MeasureResult:

@@ -95,8 +95,38 @@ def _load(payload: dict) -> tuple[object, object]:
     return lib, remote.cpu()
 
 
+_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-3, 1e-4), "float64": (1e-7, 1e-9)}
+
+
+def _check(lib: object, payload: dict, dev: object) -> None:
+    """Compare the candidate with the reference library on the same random arguments; raise on mismatch.
+
+    Every argument buffer is compared after the call (inputs stay equal, outputs must match), so which
+    arguments are outputs need not be known. Tolerance by dtype; integers must match exactly."""
+    import numpy as np
+    import tvm
+    ref = tvm.runtime.load_module(payload["reference_path"])
+    seed = payload.get("seed", 0) + 1
+    ours = _random_args(payload["args_info"], seed, dev)
+    theirs = _random_args(payload["args_info"], seed, dev)
+    lib["main"](*ours)
+    ref["main"](*theirs)
+    for i, (a, b, (_, dtype)) in enumerate(zip(ours, theirs, payload["args_info"])):
+        x, y = a.numpy(), b.numpy()
+        rtol, atol = _TOLERANCE.get(dtype, (0.0, 0.0))
+        if not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
+            worst = float(np.max(np.abs(x.astype("float64") - y.astype("float64"))))
+            raise WrongResult(f"argument {i} differs from the reference (max abs diff {worst:.3g})")
+
+
+class WrongResult(Exception):
+    """The candidate computes something other than the unscheduled kernel."""
+
+
 def _time(payload: dict) -> list[float]:
     lib, dev = _load(payload)
+    if payload.get("reference_path"):
+        _check(lib, payload, dev)
     args = _random_args(payload["args_info"], payload.get("seed", 0), dev)
     func = lib["main"]
     for _ in range(max(1, payload["warmup"])):
