@@ -1,0 +1,101 @@
+"""Candidates for a kernel: bank schedules of kernels of the same class, replayed onto it.
+
+The bank index reads every bank model once (plain JSON, plus one TIR module per workload) and groups the
+valid records by kernel class. For a target kernel, the candidates are the best `top_n` records of each
+source kernel of its class (top_n=1 is the original transfer-tuning), optionally leaving out whole source
+models (leave-one-model-out), capped and spread across source models; replaying them drops duplicates.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from featurize.tir_structure import class_key
+
+from .bank import bank_models, read_meta, read_records
+from .kernels import Kernel, kernel_args
+from .replay import ReplayFailure, Replayed, replay_trace
+
+
+@dataclass
+class SourceSchedule:
+    """One bank record that can be replayed onto kernels of its class."""
+
+    model: str
+    kernel: str  # task name of the source kernel in its model ("workload_<i>" if not found in meta)
+    rank: int  # 0 = the source kernel's fastest record
+    latency_s: float
+    trace_json: list
+    source_mod: object  # the source kernel's TIR module (for block renaming)
+
+
+@dataclass
+class Candidate:
+    source: SourceSchedule
+    replayed: Replayed | None
+    status: str  # "ok" or a replay failure reason
+    error: str = ""
+
+
+class BankIndex:
+    """Valid bank records grouped by kernel class."""
+
+    def __init__(self, bank_dir: Path) -> None:
+        from tvm.s_tir import meta_schedule as ms
+        self.by_class: dict[str, list[SourceSchedule]] = defaultdict(list)
+        self.models: list[str] = []
+        for folder in bank_models(bank_dir):
+            meta = read_meta(folder)
+            workloads, records = read_records(folder)
+            self.models.append(meta["model"])
+            names = {(k["class_key"], json.dumps(k["args"])): name for name, k in meta.get("kernels", {}).items()}
+            best: dict[int, list] = defaultdict(list)
+            for r in records:
+                if r.ok:
+                    best[r.workload_index].append(r)
+            for wi, recs in best.items():
+                mod = ms.database.Workload.from_json(workloads[wi]).mod
+                key = class_key(mod)
+                args = json.dumps([{"shape": list(s), "dtype": d} for s, d in kernel_args(mod)])
+                name = names.get((key, args), f"workload_{wi}")
+                for rank, r in enumerate(sorted(recs, key=lambda r: r.latency)):
+                    self.by_class[key].append(SourceSchedule(meta["model"], name, rank, r.latency, r.trace_json, mod))
+
+    def sources_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
+                    cap: int | None = None) -> list[SourceSchedule]:
+        """The best `top_n` records of every same-class source kernel outside `exclude_models`, in a
+        round-robin over source models (so a cap keeps every model represented), best ranks first."""
+        pool = [s for s in self.by_class.get(kernel.class_key, [])
+                if s.rank < top_n and s.model not in exclude_models]
+        per_model: dict[str, list[SourceSchedule]] = defaultdict(list)
+        for s in sorted(pool, key=lambda s: (s.rank, s.latency_s)):
+            per_model[s.model].append(s)
+        ordered: list[SourceSchedule] = []
+        queues = [per_model[m] for m in sorted(per_model)]
+        while any(queues):
+            for q in queues:
+                if q:
+                    ordered.append(q.pop(0))
+        return ordered[:cap] if cap else ordered
+
+
+def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: object) -> list[Candidate]:
+    """Replay each source onto the kernel; identical replayed traces are kept once (the first source)."""
+    from .replay import postprocs_for
+    postprocs = postprocs_for(kernel.mod, target)
+    seen: set[str] = set()
+    out = []
+    for src in sources:
+        try:
+            r = replay_trace(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
+        except ReplayFailure as err:
+            out.append(Candidate(src, None, err.reason, err.message))
+            continue
+        fingerprint = json.dumps(r.trace_json, sort_keys=True)
+        if fingerprint in seen:
+            continue
+        seen.add(fingerprint)
+        out.append(Candidate(src, r, "ok"))
+    return out

@@ -1,0 +1,59 @@
+"""Candidates from a bank: same-class records of other models, replayed and checked on a new model."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recommender.bank_tune import tune_model
+from recommender.candidates import BankIndex, replay_candidates
+from recommender.kernels import extract_kernels
+from recommender.measure import MeasureSettings, Measurer
+from recommender.measure.measurer import OK
+from recommender.model_import import import_model
+
+from .conftest import small_cnn
+
+
+def _save_pt2(path, width, size):
+    model, args = small_cnn(width=width, size=size)
+    torch.export.save(torch.export.export(model, args), str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def bank_and_new_model(target, tmp_path_factory):
+    """A bank with every kernel of one small CNN (2 trials each) and a wider CNN to transfer to."""
+    d = tmp_path_factory.mktemp("cand")
+    donor = _save_pt2(d / "donor.pt2", 8, 32)
+    tune_model(donor, target, d / "bank", trials_per_task=2, min_share=0.0,
+               settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=2)
+    new = import_model(_save_pt2(d / "new.pt2", 16, 24), target.tvm())
+    return d / "bank", extract_kernels(new, target.tvm())
+
+
+def test_every_kernel_of_the_new_model_gets_valid_candidates(bank_and_new_model, target):
+    bank, kernels = bank_and_new_model
+    index = BankIndex(bank)
+    assert index.models == ["donor"]
+    mods, refs = [], []
+    for k in kernels:
+        sources = index.sources_for(k, top_n=2)
+        assert sources and all(s.model == "donor" and s.rank < 2 for s in sources), k.name
+        assert sources == sorted(sources, key=lambda s: s.rank)
+        cands = replay_candidates(k, sources, target.tvm())
+        assert cands and all(c.status == "ok" for c in cands)
+        assert len({str(c.replayed.trace_json) for c in cands}) == len(cands)  # duplicates dropped
+        mods.append(cands[0].replayed.sch.mod)
+        refs.append(k.mod)
+    with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
+        for mod, ref in zip(mods, refs):
+            (r,) = m.measure([mod], reference=ref)
+            assert r.status == OK, r.error
+
+
+def test_leave_one_model_out_and_cap(bank_and_new_model):
+    bank, kernels = bank_and_new_model
+    index = BankIndex(bank)
+    k = kernels[0]
+    assert index.sources_for(k, top_n=2, exclude_models=("donor",)) == []
+    assert len(index.sources_for(k, top_n=2, cap=1)) == 1
