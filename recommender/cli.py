@@ -169,6 +169,38 @@ def cmd_bank_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Exhaustive-replay transfer-tuning of a model from the bank (the original transfer-tuning method)."""
+    from pathlib import Path
+
+    from .measure import MeasureSettings
+    from .model_import import model_name_from_spec
+    from .target import parse_target
+    from .transfer import exhaustive_replay
+    target = parse_target(args.target)
+    bank_dir = _bank_dir(args, target.key)
+    out_dir = Path(args.out) if args.out else Path("out") / "replay" / model_name_from_spec(args.model)
+    exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
+    report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n, exclude_models=exclude,
+                               cap=args.cap, settings=MeasureSettings(repeat=args.repeat))
+    rows = []
+    for k in report["kernels"]:
+        chosen = k["chosen"]
+        rows.append([k["kernel"][:44], k["class_key"].split("/")[0], str(k["candidates"]), str(k["valid"]),
+                     ",".join(f"{r}:{n}" for r, n in k["failures"].items()) or "-",
+                     f"{k['default_s'] * 1e3:.3f}" if k["default_s"] else "-",
+                     f"{k['latency_s'] * 1e3:.3f}" if k["latency_s"] else "-",
+                     f"{chosen['source_model']}/{chosen['rank']}" if chosen else "default"])
+    _print_table(rows, ["kernel", "kind", "cands", "valid", "failures", "default ms", "chosen ms", "source"])
+    t = report["totals"]
+    tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
+    print(f"{report['model']}: search {t['search_s']:.1f} s (replay {t['replay_s']:.1f}, build {t['build_s']:.1f}, "
+          f"run {t['run_s']:.1f}), coverage {100 * t['flop_coverage_valid']:.1f}% of FLOPs, "
+          f"model {tuned * 1e3 if tuned else float('nan'):.2f} ms tuned vs "
+          f"{untuned * 1e3 if untuned else float('nan'):.2f} ms untuned -> {out_dir / 'report.json'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedrec", description="ML-guided schedule recommender for TVM MetaSchedule.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
@@ -191,6 +223,17 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("target", help=cmd_target.__doc__, description=cmd_target.__doc__)
     target_opt(t)
     t.set_defaults(func=cmd_target)
+
+    r = sub.add_parser("replay", help=cmd_replay.__doc__, description=cmd_replay.__doc__)
+    r.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    target_opt(r)
+    r.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+    r.add_argument("--exclude-models", default="", help="comma-separated bank models to leave out")
+    r.add_argument("--top-n", type=_positive_int, default=1, help="best records per source kernel (1)")
+    r.add_argument("--cap", type=_positive_int, default=None, help="at most this many candidates per kernel")
+    r.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
+    r.add_argument("--out", metavar="DIR", help="report and database folder (default: out/replay/<model>)")
+    r.set_defaults(func=cmd_replay)
 
     b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
                        description="The bank: per target, MetaSchedule tuning records of the models tuned there.")

@@ -27,12 +27,13 @@ def bank_and_new_model(target, tmp_path_factory):
     donor = _save_pt2(d / "donor.pt2", 8, 32)
     tune_model(donor, target, d / "bank", trials_per_task=2, min_share=0.0,
                settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=2)
-    new = import_model(_save_pt2(d / "new.pt2", 16, 24), target.tvm())
-    return d / "bank", extract_kernels(new, target.tvm())
+    new_path = _save_pt2(d / "new.pt2", 16, 24)
+    new = import_model(new_path, target.tvm())
+    return d / "bank", extract_kernels(new, target.tvm()), new_path
 
 
 def test_every_kernel_of_the_new_model_gets_valid_candidates(bank_and_new_model, target):
-    bank, kernels = bank_and_new_model
+    bank, kernels, _ = bank_and_new_model
     index = BankIndex(bank)
     assert index.models == ["donor"]
     mods, refs = [], []
@@ -52,8 +53,47 @@ def test_every_kernel_of_the_new_model_gets_valid_candidates(bank_and_new_model,
 
 
 def test_leave_one_model_out_and_cap(bank_and_new_model):
-    bank, kernels = bank_and_new_model
+    bank, kernels, _ = bank_and_new_model
     index = BankIndex(bank)
     k = kernels[0]
     assert index.sources_for(k, top_n=2, exclude_models=("donor",)) == []
     assert len(index.sources_for(k, top_n=2, cap=1)) == 1
+
+
+def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_and_new_model, tmp_path, capsys):
+    import json
+
+    from recommender.cli import main
+    bank, kernels, new_path = bank_and_new_model
+    out = tmp_path / "replay"
+    assert main(["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3",
+                 "--out", str(out)]) == 0
+    assert "coverage 100.0% of FLOPs" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    t = report["totals"]
+    assert report["excluded_models"] == ["new"] and t["kernels"] == len(kernels)
+    for k in report["kernels"]:
+        assert k["candidates"] >= 1 and k["default_s"] > 0
+        assert k["latency_s"] <= k["default_s"]  # a transfer slower than none is not chosen
+    assert t["records_written"] == sum(k["chosen"] is not None for k in report["kernels"]) >= 1
+    assert (out / "database" / "database_tuning_record.json").exists()
+    assert t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
+
+
+def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_model, target):
+    """The choice rule on every kernel: the fastest valid candidate if it beats the default, else the default."""
+    from recommender.transfer import transfer_kernel
+    bank, kernels, _ = bank_and_new_model
+    index = BankIndex(bank)
+    kept_default = 0
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        for k in kernels:
+            choice = transfer_kernel(k, index, m, target.tvm(), top_n=2, exclude_models=(), cap=None)
+            assert choice.default_s is not None and choice.candidate_s
+            if min(choice.candidate_s) < choice.default_s:
+                assert choice.chosen["latency_s"] == min(choice.candidate_s)
+            else:
+                assert choice.chosen is None and choice.latency_s == choice.default_s
+                kept_default += 1
+    # the tiny head matmul (1x16 @ 16x10) runs fastest untouched: parallel schedules only add overhead
+    assert kept_default >= 1

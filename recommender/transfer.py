@@ -1,0 +1,157 @@
+"""Exhaustive-replay transfer-tuning: measure every valid candidate of every kernel, keep the fastest.
+
+For each kernel of the new model: replay the bank's same-class schedules onto it, measure the valid ones and
+the kernel's default (unscheduled) version with the output checked against the unscheduled kernel, and
+choose the fastest (a transfer slower than none is not chosen). The choices become a MetaSchedule database;
+the whole model is compiled with it and timed, and a JSON report is written.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .bank import BankError
+from .candidates import BankIndex, replay_candidates
+from .fileio import atomic_write_json
+from .kernels import Kernel, extract_kernels
+from .measure import MeasureSettings, Measurer
+from .measure.measurer import OK
+from .model_import import import_model
+from .target import TargetSpec
+
+
+@dataclass
+class KernelChoice:
+    kernel: Kernel
+    candidates: int = 0
+    valid: int = 0
+    failures: Counter = field(default_factory=Counter)
+    default_s: float | None = None
+    chosen: dict | None = None  # {"source_model", "source_kernel", "rank", "latency_s"} or None (default)
+    chosen_sch: object = None
+    chosen_costs: list = field(default_factory=list)
+    candidate_s: list = field(default_factory=list)  # medians of the valid measured candidates
+    replay_s: float = 0.0
+    build_s: float = 0.0
+    run_s: float = 0.0
+
+    @property
+    def latency_s(self) -> float | None:
+        return self.chosen["latency_s"] if self.chosen else self.default_s
+
+    def to_json(self) -> dict:
+        k = self.kernel
+        return {"kernel": k.name, "class_key": k.class_key, "weight": k.weight, "flops": k.flops,
+                "candidates": self.candidates, "valid": self.valid, "failures": dict(self.failures),
+                "default_s": self.default_s, "chosen": self.chosen, "latency_s": self.latency_s,
+                "candidate_s": self.candidate_s,
+                "seconds": {"replay": round(self.replay_s, 3), "build": round(self.build_s, 3),
+                            "run": round(self.run_s, 3)}}
+
+
+def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
+                    exclude_models: tuple[str, ...], cap: int | None) -> KernelChoice:
+    """Replay, check and measure every candidate of one kernel; choose the fastest, default included."""
+    choice = KernelChoice(kernel)
+    t0 = time.perf_counter()
+    sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap)
+    cands = replay_candidates(kernel, sources, target)
+    choice.replay_s = time.perf_counter() - t0
+    choice.candidates = len(cands)
+    valid = [c for c in cands if c.status == OK]
+    choice.failures.update(c.status for c in cands if c.status != OK)
+    results = measurer.measure([kernel.mod] + [c.replayed.sch.mod for c in valid], reference=kernel.mod)
+    choice.build_s = sum(r.build_s for r in results)
+    choice.run_s = sum(r.run_s for r in results)
+    default, measured = results[0], results[1:]
+    choice.default_s = default.median if default.ok else None
+    best = None
+    for c, r in zip(valid, measured):
+        if not r.ok:
+            choice.failures[r.status] += 1
+            continue
+        choice.valid += 1
+        choice.candidate_s.append(r.median)
+        if best is None or r.median < best[1].median:
+            best = (c, r)
+    if best is not None and (choice.default_s is None or best[1].median < choice.default_s):
+        c, r = best
+        choice.chosen = {"source_model": c.source.model, "source_kernel": c.source.kernel,
+                         "rank": c.source.rank, "latency_s": r.median}
+        choice.chosen_sch, choice.chosen_costs = c.replayed.sch, r.costs
+    return choice
+
+
+def write_database(choices: list[KernelChoice], target: object, db_dir: Path) -> int:
+    """A MetaSchedule JSON database with one record per kernel whose transferred schedule was chosen."""
+    from tvm.s_tir import meta_schedule as ms
+    db_dir.mkdir(parents=True, exist_ok=True)
+    for f in ("database_workload.json", "database_tuning_record.json"):
+        (db_dir / f).unlink(missing_ok=True)
+    db = ms.database.JSONDatabase(work_dir=str(db_dir))
+    n = 0
+    for c in choices:
+        if c.chosen_sch is None:
+            continue
+        workload = db.commit_workload(c.kernel.mod)
+        db.commit_tuning_record(ms.database.TuningRecord(
+            c.chosen_sch.trace, workload, [float(x) for x in c.chosen_costs], target,
+            ms.arg_info.ArgInfo.from_prim_func(c.kernel.mod["main"])))
+        n += 1
+    return n
+
+
+def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
+                      exclude_models: tuple[str, ...] = (), cap: int | None = None,
+                      settings: MeasureSettings | None = None) -> dict:
+    """Transfer-tune a model by exhaustive replay of the bank; returns (and writes) the report."""
+    from tqdm import tqdm
+
+    from .tvm_setup import load_tensor_intrinsics
+    load_tensor_intrinsics()
+    tt = target.tvm()
+    t_start = time.perf_counter()
+    model = import_model(spec, tt)
+    kernels = extract_kernels(model, tt)
+    index = BankIndex(bank_dir)
+    if not index.models:
+        raise BankError(f"the bank at {bank_dir} holds no model")
+    exclude = tuple(sorted(set(exclude_models) | {model.name}))  # never the model's own records
+    choices = []
+    with Measurer(target.config, settings) as measurer:
+        for k in tqdm(kernels, desc=f"replay {model.name}", unit="kernel", file=sys.stderr):
+            choices.append(transfer_kernel(k, index, measurer, tt, top_n, exclude, cap))
+        search_s = time.perf_counter() - t_start
+        n_records = write_database(choices, tt, out_dir / "database")
+        inputs = list(zip(model.input_shapes, model.input_dtypes))
+        t0 = time.perf_counter()
+        tuned = measurer.measure_model(model.mod, inputs, database_dir=str(out_dir / "database"))
+        compile_s = time.perf_counter() - t0
+        untuned = measurer.measure_model(model.mod, inputs)
+    flops = sum(k.total_flops for k in kernels)
+    covered = sum(c.kernel.total_flops for c in choices if c.chosen)
+    transferable = sum(c.kernel.total_flops for c in choices if c.valid)
+    report = {
+        "model": model.name, "spec": spec, "target_key": target.key, "bank": str(bank_dir),
+        "bank_models": index.models, "excluded_models": list(exclude), "top_n": top_n, "cap": cap,
+        "kernels": [c.to_json() for c in choices],
+        "totals": {
+            "kernels": len(choices), "candidates": sum(c.candidates for c in choices),
+            "valid": sum(c.valid for c in choices), "records_written": n_records,
+            "flop_coverage_valid": transferable / flops if flops else 0.0,
+            "flop_coverage_chosen": covered / flops if flops else 0.0,
+            "search_s": round(search_s, 2),
+            "replay_s": round(sum(c.replay_s for c in choices), 2),
+            "build_s": round(sum(c.build_s for c in choices), 2),
+            "run_s": round(sum(c.run_s for c in choices), 2),
+            "final_compile_and_time_s": round(compile_s, 2),
+            "model_latency_tuned_s": tuned.median if tuned.ok else None,
+            "model_latency_untuned_s": untuned.median if untuned.ok else None,
+            "errors": {k: r.error[:300] for k, r in (("tuned", tuned), ("untuned", untuned)) if not r.ok},
+        },
+    }
+    atomic_write_json(str(out_dir / "report.json"), report)
+    return report
