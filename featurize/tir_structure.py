@@ -211,6 +211,17 @@ def class_label(key: str) -> str:
     return kind.split("/", 1)[0] + "".join(">" + op for op in epilogue)
 
 
+def anchor_key(key: str) -> str:
+    """The class key without the fused epilogue: kind, axes, prologue and anchor blocks.
+
+    Kernels with equal anchor keys (but other epilogues) can share the anchor block's part of a schedule
+    (MetaSchedule's anchor-trace application)."""
+    head, _, blocks = key.partition(":")
+    ops = blocks.split("+")
+    anchor = next((i for i, op in enumerate(ops) if op.startswith("@")), len(ops) - 1)
+    return head + ":" + "+".join(ops[:anchor + 1])
+
+
 def kernel_kind(key: str) -> str:
     """The anchor op kind part of a class key."""
     return key.split("/", 1)[0]

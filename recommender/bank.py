@@ -19,13 +19,14 @@ import os
 import shutil
 import tempfile
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from .errors import SchedrecError
-from .fileio import atomic_write_json
+from .fileio import discard_quietly, atomic_write_json
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -68,23 +69,23 @@ def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def read_json_lines(path: Path) -> list:
+def read_json_lines(path: Path, what: str = "bank file") -> list:
     """The JSON values of a (possibly gzipped) one-value-a-line file; clear errors on damage."""
     try:
         with _open_text(path) as f:
             lines = f.read().splitlines()
     except FileNotFoundError as err:
-        raise BankError(f"missing bank file: {path}") from err
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise BankError(f"corrupt or truncated bank file {path}: {err}") from err
+        raise BankError(f"missing {what}: {path}") from err
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
+        raise BankError(f"corrupt or truncated {what} {path}: {err}") from err
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             out.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise BankError(f"corrupt bank file {path}, line {n}: {err.msg}") from err
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise BankError(f"corrupt {what} {path}, line {n}: {getattr(err, 'msg', 'nested too deeply')}") from err
     return out
 
 
@@ -180,10 +181,14 @@ def pack(work_dir: str, folder: Path) -> None:
             continue
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         os.close(fd)
-        os.chmod(tmp, 0o644)
-        with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=9) as fout:
-            shutil.copyfileobj(fin, fout)
-        os.replace(tmp, folder / (name + ".gz"))
+        try:
+            os.chmod(tmp, 0o644)
+            with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=9) as fout:
+                shutil.copyfileobj(fin, fout)
+            os.replace(tmp, folder / (name + ".gz"))
+        except BaseException:  # a failed or interrupted pack leaves the previous file in place
+            discard_quietly(tmp)
+            raise
 
 
 def unpack(folder: Path, work_dir: str) -> None:
@@ -192,8 +197,11 @@ def unpack(folder: Path, work_dir: str) -> None:
     for name in (WORKLOAD_FILE, RECORD_FILE):
         src = _db_file(folder, name)
         if src.exists():
-            with _open_text(src) as fin, open(os.path.join(work_dir, name), "w", encoding="utf-8") as fout:
-                shutil.copyfileobj(fin, fout)
+            try:
+                with _open_text(src) as fin, open(os.path.join(work_dir, name), "w", encoding="utf-8") as fout:
+                    shutil.copyfileobj(fin, fout)
+            except (EOFError, UnicodeDecodeError, zlib.error, gzip.BadGzipFile) as err:
+                raise BankError(f"corrupt or truncated bank file {src}: {err}") from err
 
 
 def write_meta(folder: Path, meta: dict) -> None:

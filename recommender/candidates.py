@@ -4,19 +4,23 @@ The bank index reads every bank model once (plain JSON, plus one TIR module per 
 valid records by kernel class. For a target kernel, the candidates are the best `top_n` records of each
 source kernel of its class (top_n=1 is the original transfer-tuning), optionally leaving out whole source
 models (leave-one-model-out), capped and spread across source models; replaying them drops duplicates.
+Where a class has no donor, sources of the same anchor op with another epilogue (equal anchor key) can be
+replayed with MetaSchedule's anchor-trace application instead (`match="anchor"`).
 """
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from featurize.tir_structure import class_key
+from featurize.tir_structure import anchor_key, class_key
 
-from .bank import bank_models, read_meta, read_records
+from .bank import BankError, bank_models, read_meta, read_records
 from .kernels import Kernel, kernel_args
-from .replay import ReplayFailure, Replayed, replay_trace
+from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_trace
+
+CLASS, ANCHOR = "class", "anchor"  # how a source matches the target kernel
 
 
 @dataclass
@@ -29,6 +33,24 @@ class SourceSchedule:
     latency_s: float
     trace_json: list
     source_mod: object  # the source kernel's TIR module (for block renaming)
+    class_key: str = ""
+    match: str = CLASS  # set per query: CLASS, or ANCHOR for an anchor-only donor
+
+
+@dataclass
+class BankKernel:
+    """One tuned kernel of a bank model with its valid records, fastest first."""
+
+    model: str
+    name: str
+    mod: object
+    class_key: str
+    weight: int
+    sources: list[SourceSchedule]
+
+    @property
+    def best_s(self) -> float | None:
+        return self.sources[0].latency_s if self.sources else None
 
 
 @dataclass
@@ -45,30 +67,49 @@ class BankIndex:
     def __init__(self, bank_dir: Path) -> None:
         from tvm.s_tir import meta_schedule as ms
         self.by_class: dict[str, list[SourceSchedule]] = defaultdict(list)
+        self.by_anchor: dict[str, list[SourceSchedule]] = defaultdict(list)
+        self.kernels: dict[str, list[BankKernel]] = {}  # by model
         self.models: list[str] = []
         for folder in bank_models(bank_dir):
             meta = read_meta(folder)
             workloads, records = read_records(folder)
-            self.models.append(meta["model"])
-            names = {(k["class_key"], json.dumps(k["args"])): name for name, k in meta.get("kernels", {}).items()}
+            model = meta["model"]
+            self.models.append(model)
+            entries = meta.get("kernels", {})
+            names = {(k["class_key"], json.dumps(k["args"])): name for name, k in entries.items()}
             best: dict[int, list] = defaultdict(list)
             for r in records:
                 if r.ok:
                     best[r.workload_index].append(r)
-            for wi, recs in best.items():
-                mod = ms.database.Workload.from_json(workloads[wi]).mod
+            self.kernels[model] = []
+            for wi, recs in sorted(best.items()):
+                try:
+                    mod = ms.database.Workload.from_json(workloads[wi]).mod
+                except Exception as err:
+                    raise BankError(f"{folder}: workload {wi} is not a valid MetaSchedule workload: "
+                                    f"{str(err).strip().splitlines()[-1] if str(err).strip() else err}") from err
                 key = class_key(mod)
                 args = json.dumps([{"shape": list(s), "dtype": d} for s, d in kernel_args(mod)])
                 name = names.get((key, args), f"workload_{wi}")
-                for rank, r in enumerate(sorted(recs, key=lambda r: r.latency)):
-                    self.by_class[key].append(SourceSchedule(meta["model"], name, rank, r.latency, r.trace_json, mod))
+                sources = [SourceSchedule(model, name, rank, r.latency, r.trace_json, mod, key)
+                           for rank, r in enumerate(sorted(recs, key=lambda r: r.latency))]
+                self.kernels[model].append(BankKernel(model, name, mod, key,
+                                                      int(entries.get(name, {}).get("weight", 1)), sources))
+                self.by_class[key].extend(sources)
+                self.by_anchor[anchor_key(key)].extend(sources)
 
     def sources_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
-                    cap: int | None = None) -> list[SourceSchedule]:
+                    cap: int | None = None, match: str = CLASS) -> list[SourceSchedule]:
         """The best `top_n` records of every same-class source kernel outside `exclude_models`, in a
-        round-robin over source models (so a cap keeps every model represented), best ranks first."""
-        pool = [s for s in self.by_class.get(kernel.class_key, [])
-                if s.rank < top_n and s.model not in exclude_models]
+        round-robin over source models (so a cap keeps every model represented), best ranks first.
+        With match=ANCHOR: the sources of the same anchor key but another class (other epilogue)."""
+        if match == CLASS:
+            found = self.by_class.get(kernel.class_key, [])
+        elif match == ANCHOR:
+            found = [s for s in self.by_anchor.get(anchor_key(kernel.class_key), []) if s.class_key != kernel.class_key]
+        else:
+            raise ValueError(f"unknown match {match!r}")
+        pool = [replace(s, match=match) for s in found if s.rank < top_n and s.model not in exclude_models]
         per_model: dict[str, list[SourceSchedule]] = defaultdict(list)
         for s in sorted(pool, key=lambda s: (s.rank, s.latency_s)):
             per_model[s.model].append(s)
@@ -89,7 +130,8 @@ def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: obj
     out = []
     for src in sources:
         try:
-            r = replay_trace(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
+            replay = replay_anchor_trace if src.match == ANCHOR else replay_trace
+            r = replay(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
         except ReplayFailure as err:
             out.append(Candidate(src, None, err.reason, err.message))
             continue

@@ -179,10 +179,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .transfer import exhaustive_replay
     target = parse_target(args.target)
     bank_dir = _bank_dir(args, target.key)
+    if args.all_pairs:
+        return _replay_all_pairs(args, target, bank_dir)
+    if not args.model:
+        raise SchedrecError("give --model MODEL, or --all-pairs for the transfer matrix of the bank")
     out_dir = Path(args.out) if args.out else Path("out") / "replay" / model_name_from_spec(args.model)
     exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
-    report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n, exclude_models=exclude,
-                               cap=args.cap, settings=MeasureSettings(repeat=args.repeat))
+    report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n or 1, exclude_models=exclude,
+                               cap=args.cap, settings=MeasureSettings(repeat=args.repeat),
+                               anchor_fallback=not args.no_anchor_fallback)
     rows = []
     for k in report["kernels"]:
         chosen = k["chosen"]
@@ -195,9 +200,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
     t = report["totals"]
     tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
     print(f"{report['model']}: search {t['search_s']:.1f} s (replay {t['replay_s']:.1f}, build {t['build_s']:.1f}, "
-          f"run {t['run_s']:.1f}), coverage {100 * t['flop_coverage_valid']:.1f}% of FLOPs, "
+          f"run {t['run_s']:.1f}), coverage {100 * t['flop_coverage_valid']:.1f}% of FLOPs "
+          f"({100 * t['flop_coverage_class_only']:.1f}% from same-class donors), "
           f"model {tuned * 1e3 if tuned else float('nan'):.2f} ms tuned vs "
           f"{untuned * 1e3 if untuned else float('nan'):.2f} ms untuned -> {out_dir / 'report.json'}")
+    return 0
+
+
+def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object) -> int:
+    """Leave-one-model-out replay over every bank model into the transfer matrix."""
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    from .measure import MeasureSettings
+    from .transfer_matrix import all_pairs
+    if args.model or args.exclude_models:
+        raise SchedrecError("--all-pairs replays every bank model leaving itself out; drop --model/--exclude-models "
+                            "(use --models to restrict the target models)")
+    out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / "transfer"
+    models = [m for m in (args.models or "").split(",") if m] or None
+    s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap if args.cap else 48,
+                  models=models, settings=MeasureSettings(repeat=args.repeat),
+                  anchor_fallback=not args.no_anchor_fallback)
+    rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
+             f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
+             str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]
+    _print_table(rows, ["target model", "kernels", "with valid", "cands/kernel", "valid/kernel",
+                        "median/best", "default/best", "best/tuned"])
+    print(f"{s['rows']} rows -> {out_dir}")
     return 0
 
 
@@ -225,14 +255,22 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_target)
 
     r = sub.add_parser("replay", help=cmd_replay.__doc__, description=cmd_replay.__doc__)
-    r.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    r.add_argument("--model", help="zoo:NAME, a .onnx or a .pt2 file")
+    r.add_argument("--all-pairs", action="store_true",
+                   help="the transfer matrix: every bank model replayed from the others, every candidate kept "
+                        "(resumable; default output models/<target-key>/transfer)")
+    r.add_argument("--models", help="with --all-pairs: only these bank models as targets (comma-separated)")
     target_opt(r)
     r.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
     r.add_argument("--exclude-models", default="", help="comma-separated bank models to leave out")
-    r.add_argument("--top-n", type=_positive_int, default=1, help="best records per source kernel (1)")
-    r.add_argument("--cap", type=_positive_int, default=None, help="at most this many candidates per kernel")
+    r.add_argument("--top-n", type=_positive_int, default=None,
+                   help="best records per source kernel (1; 3 with --all-pairs)")
+    r.add_argument("--cap", type=_positive_int, default=None,
+                   help="at most this many candidates per kernel (none; 48 with --all-pairs)")
+    r.add_argument("--no-anchor-fallback", action="store_true",
+                   help="do not fall back to same-anchor donors with another epilogue where a class has none")
     r.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
-    r.add_argument("--out", metavar="DIR", help="report and database folder (default: out/replay/<model>)")
+    r.add_argument("--out", metavar="DIR", help="output folder (default: out/replay/<model>)")
     r.set_defaults(func=cmd_replay)
 
     b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
@@ -273,11 +311,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that workers are closed and locks released on the way out."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch/transformers deprecation chatter
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except SchedrecError as err:
@@ -285,9 +333,17 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"schedrec: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("schedrec: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        what = "terminated" if isinstance(err, _Terminated) else "interrupted"
+        print(f"schedrec: {what}; what was finished is saved, run the same command again to resume",
+              file=sys.stderr)
+        return 143 if isinstance(err, _Terminated) else 130
+    except OSError as err:  # a folder that cannot be created or written, a full disk
+        if args.debug:
+            traceback.print_exc()
+        where = f": {err.filename}" if err.filename else ""
+        print(f"schedrec: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
     except Exception as err:  # an unexpected failure: one line unless --debug
         if args.debug:
             traceback.print_exc()
@@ -295,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedrec: internal error: {type(err).__name__}: {msg[-1] if msg else ''} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,18 @@ def atomic_write_text(path: str, text: str) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as err:
-        os.unlink(tmp)
+        discard_quietly(tmp)
         raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
+    except BaseException:  # interrupted: leave the old file, not a temporary one
+        discard_quietly(tmp)
+        raise
+
+
+def discard_quietly(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def atomic_write_json(path: str, obj: object) -> None:

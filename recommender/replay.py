@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from featurize.tir_structure import block_infos
+from featurize.tir_structure import anchor_index, block_infos
 from featurize.trace_json import rename_blocks, strip_postproc
 
 # failure reasons, shared with measurement records
@@ -41,6 +41,18 @@ def block_mapping(source_mod: object, target_mod: object) -> dict[str, str]:
     return {a.name: b.name for a, b in zip(src, dst)}
 
 
+def anchor_block_mapping(source_mod: object, target_mod: object) -> dict[str, str]:
+    """Source -> target names of the prologue and anchor blocks (by position); the source's epilogue
+    blocks map to names the target lacks, so anchor-trace application skips their instructions."""
+    src, dst = block_infos(source_mod), block_infos(target_mod)
+    ia, ib = anchor_index(src), anchor_index(dst)
+    if ia != ib or any(a.op != b.op or a.axis_kinds != b.axis_kinds for a, b in zip(src[:ia + 1], dst[:ib + 1])):
+        raise ReplayFailure(CLASS_MISMATCH, "source and target kernels have different anchor blocks")
+    mapping = {a.name: b.name for a, b in zip(src[:ia + 1], dst[:ib + 1])}
+    mapping.update({a.name: f"__source_only__{a.name}" for a in src[ia + 1:]})
+    return mapping
+
+
 def postprocs_for(mod: object, target: object) -> list:
     """The postprocessors MetaSchedule's default CPU design space uses for this kernel."""
     from tvm.s_tir import meta_schedule as ms
@@ -66,6 +78,11 @@ def replay_trace(trace_json: list, source_mod: object, target_mod: object, targe
         Trace.apply_json_to_schedule(body, sch)
     except Exception as err:
         raise ReplayFailure(REPLAY_ERROR, _one_line(err)) from err
+    return _postprocess(sch, target_mod, target, postprocs)
+
+
+def _postprocess(sch: object, target_mod: object, target: object, postprocs: list | None) -> Replayed:
+    """Run the target kernel's postprocessors on a replayed schedule."""
     replayed_json = _trace_json_of(sch)
     sch.enter_postproc()
     for p in postprocs if postprocs is not None else postprocs_for(target_mod, target):
@@ -76,6 +93,48 @@ def replay_trace(trace_json: list, source_mod: object, target_mod: object, targe
         if not ok:
             raise ReplayFailure(POSTPROC_FAILURE, f"{p} rejected the replayed schedule")
     return Replayed(sch=sch, trace_json=replayed_json)
+
+
+def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object, target: object,
+                        postprocs: list | None = None) -> Replayed:
+    """Apply the anchor-block part of a source kernel's trace to a kernel whose anchor is the same op but
+    whose fused epilogue differs (MetaSchedule's anchor-trace application inlines or parallelises the
+    rest), then the target's postprocessors. Raises ReplayFailure with the reason."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+    try:
+        mapping = anchor_block_mapping(source_mod, target_mod)
+        anchor_trace = _renamed_trace(strip_postproc(trace_json), source_mod, mapping)
+    except ReplayFailure:
+        raise
+    except Exception as err:
+        raise ReplayFailure(REPLAY_ERROR, f"source trace does not replay on its own kernel: {_one_line(err)}") from err
+    sch = Schedule(target_mod, debug_mask="all")
+    try:
+        schedule_using_anchor_trace(sch, anchor_trace, target)
+    except Exception as err:
+        raise ReplayFailure(REPLAY_ERROR, f"anchor trace: {_one_line(err)}") from err
+    return _postprocess(sch, target_mod, target, postprocs)
+
+
+def _renamed_trace(trace_json: list, source_mod: object, mapping: dict[str, str]) -> object:
+    """The source trace as a Trace object whose block lookups use `mapping`."""
+    from tvm.s_tir import Schedule, Trace
+    from tvm.s_tir.schedule import Instruction
+    sch = Schedule(source_mod)
+    Trace.apply_json_to_schedule(trace_json, sch)
+    trace = sch.trace
+    insts, decisions = [], {}
+    for inst in trace.insts:
+        new = inst
+        if inst.kind.name == "GetSBlock":
+            name = str(inst.attrs[0])
+            new = Instruction(inst.kind, list(inst.inputs), [mapping.get(name, name), *list(inst.attrs)[1:]],
+                              list(inst.outputs))
+        insts.append(new)
+        if inst in trace.decisions:
+            decisions[new] = trace.decisions[inst]
+    return Trace(insts, decisions)
 
 
 def _trace_json_of(sch: object) -> list:

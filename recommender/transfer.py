@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bank import BankError
-from .candidates import BankIndex, replay_candidates
+from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
 from .fileio import atomic_write_json
+from .transfer_data import kernel_rows, write_rows
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
@@ -26,6 +27,7 @@ from .target import TargetSpec
 @dataclass
 class KernelChoice:
     kernel: Kernel
+    match: str | None = None  # CLASS or ANCHOR: which donors the candidates came from (None: no donor)
     candidates: int = 0
     valid: int = 0
     failures: Counter = field(default_factory=Counter)
@@ -37,6 +39,7 @@ class KernelChoice:
     replay_s: float = 0.0
     build_s: float = 0.0
     run_s: float = 0.0
+    rows: list = field(default_factory=list)  # one per candidate and one for the default schedule
 
     @property
     def latency_s(self) -> float | None:
@@ -45,7 +48,7 @@ class KernelChoice:
     def to_json(self) -> dict:
         k = self.kernel
         return {"kernel": k.name, "class_key": k.class_key, "weight": k.weight, "flops": k.flops,
-                "candidates": self.candidates, "valid": self.valid, "failures": dict(self.failures),
+                "match": self.match, "candidates": self.candidates, "valid": self.valid, "failures": dict(self.failures),
                 "default_s": self.default_s, "chosen": self.chosen, "latency_s": self.latency_s,
                 "candidate_s": self.candidate_s,
                 "seconds": {"replay": round(self.replay_s, 3), "build": round(self.build_s, 3),
@@ -53,25 +56,38 @@ class KernelChoice:
 
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
-                    exclude_models: tuple[str, ...], cap: int | None) -> KernelChoice:
-    """Replay, check and measure every candidate of one kernel; choose the fastest, default included."""
+                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True) -> KernelChoice:
+    """Replay, check and measure every candidate of one kernel; choose the fastest, default included.
+
+    Donors are the same-class kernels of the bank; where none replays, and `anchor_fallback` is set, the
+    same anchor op with another epilogue (anchor-trace application)."""
     choice = KernelChoice(kernel)
     t0 = time.perf_counter()
-    sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap)
-    cands = replay_candidates(kernel, sources, target)
+    cands: list[Candidate] = []
+    for match in (CLASS, ANCHOR) if anchor_fallback else (CLASS,):
+        sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=match)
+        if sources:
+            cands += replay_candidates(kernel, sources, target)
+            choice.match = match
+        if any(c.status == OK for c in cands):
+            break
     choice.replay_s = time.perf_counter() - t0
     choice.candidates = len(cands)
     valid = [c for c in cands if c.status == OK]
-    choice.failures.update(c.status for c in cands if c.status != OK)
     results = measurer.measure([kernel.mod] + [c.replayed.sch.mod for c in valid], reference=kernel.mod)
     choice.build_s = sum(r.build_s for r in results)
     choice.run_s = sum(r.run_s for r in results)
     default, measured = results[0], results[1:]
     choice.default_s = default.median if default.ok else None
+    choice.rows.append(_row(None, default))
+    by_cand = dict(zip(map(id, valid), measured))
     best = None
-    for c, r in zip(valid, measured):
-        if not r.ok:
-            choice.failures[r.status] += 1
+    for c in cands:
+        r = by_cand.get(id(c))
+        choice.rows.append(_row(c, r))
+        status = r.status if r is not None else c.status
+        if status != OK:
+            choice.failures[status] += 1
             continue
         choice.valid += 1
         choice.candidate_s.append(r.median)
@@ -80,9 +96,26 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     if best is not None and (choice.default_s is None or best[1].median < choice.default_s):
         c, r = best
         choice.chosen = {"source_model": c.source.model, "source_kernel": c.source.kernel,
-                         "rank": c.source.rank, "latency_s": r.median}
+                         "rank": c.source.rank, "match": c.source.match, "latency_s": r.median}
         choice.chosen_sch, choice.chosen_costs = c.replayed.sch, r.costs
     return choice
+
+
+def _row(cand: Candidate | None, result: object | None) -> dict:
+    """One measurement of the transfer matrix (without the target kernel's fields)."""
+    row: dict = {"source_model": None, "source_kernel": None, "source_class_key": None, "source_rank": None,
+                 "source_latency_s": None, "match": "default", "trace": None}
+    if cand is not None:
+        s = cand.source
+        row.update(source_model=s.model, source_kernel=s.kernel, source_class_key=s.class_key,
+                   source_rank=s.rank, source_latency_s=s.latency_s, match=s.match,
+                   trace=cand.replayed.trace_json if cand.replayed is not None else None)
+    if result is None:  # failed before measurement (replay)
+        row.update(status=cand.status, error=cand.error[:300], costs=[], latency_s=None)
+    else:
+        row.update(status=result.status, error=(result.error or "")[:300], costs=list(result.costs),
+                   latency_s=result.median if result.ok else None)
+    return row
 
 
 def write_database(choices: list[KernelChoice], target: object, db_dir: Path) -> int:
@@ -106,7 +139,7 @@ def write_database(choices: list[KernelChoice], target: object, db_dir: Path) ->
 
 def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
                       exclude_models: tuple[str, ...] = (), cap: int | None = None,
-                      settings: MeasureSettings | None = None) -> dict:
+                      settings: MeasureSettings | None = None, anchor_fallback: bool = True) -> dict:
     """Transfer-tune a model by exhaustive replay of the bank; returns (and writes) the report."""
     from tqdm import tqdm
 
@@ -123,7 +156,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     choices = []
     with Measurer(target.config, settings) as measurer:
         for k in tqdm(kernels, desc=f"replay {model.name}", unit="kernel", file=sys.stderr):
-            choices.append(transfer_kernel(k, index, measurer, tt, top_n, exclude, cap))
+            choices.append(transfer_kernel(k, index, measurer, tt, top_n, exclude, cap, anchor_fallback))
         search_s = time.perf_counter() - t_start
         n_records = write_database(choices, tt, out_dir / "database")
         inputs = list(zip(model.input_shapes, model.input_dtypes))
@@ -134,14 +167,18 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     flops = sum(k.total_flops for k in kernels)
     covered = sum(c.kernel.total_flops for c in choices if c.chosen)
     transferable = sum(c.kernel.total_flops for c in choices if c.valid)
+    by_class = sum(c.kernel.total_flops for c in choices if c.valid and c.match == CLASS)
     report = {
         "model": model.name, "spec": spec, "target_key": target.key, "bank": str(bank_dir),
         "bank_models": index.models, "excluded_models": list(exclude), "top_n": top_n, "cap": cap,
+        "anchor_fallback": anchor_fallback,
         "kernels": [c.to_json() for c in choices],
         "totals": {
             "kernels": len(choices), "candidates": sum(c.candidates for c in choices),
             "valid": sum(c.valid for c in choices), "records_written": n_records,
+            "flop_coverage_class_only": by_class / flops if flops else 0.0,
             "flop_coverage_valid": transferable / flops if flops else 0.0,
+            "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
             "flop_coverage_chosen": covered / flops if flops else 0.0,
             "search_s": round(search_s, 2),
             "replay_s": round(sum(c.replay_s for c in choices), 2),
@@ -154,4 +191,6 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         },
     }
     atomic_write_json(str(out_dir / "report.json"), report)
+    write_rows(out_dir / "candidates.jsonl.gz",
+               [r for c in choices for r in kernel_rows(c, model.name)])
     return report

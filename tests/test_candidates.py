@@ -78,6 +78,11 @@ def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_an
     assert t["records_written"] == sum(k["chosen"] is not None for k in report["kernels"]) >= 1
     assert (out / "database" / "database_tuning_record.json").exists()
     assert t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
+    assert t["flop_coverage_class_only"] == t["flop_coverage_valid"] == 1.0 and t["kernels_via_anchor"] == 0
+    from recommender.transfer_data import read_rows
+    rows = read_rows(out / "candidates.jsonl.gz")
+    assert len(rows) == t["kernels"] + t["candidates"]  # every candidate and every default schedule
+    assert {r["target_kernel"] for r in rows} == {k["kernel"] for k in report["kernels"]}
 
 
 def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_model, target):

@@ -6,13 +6,16 @@ import pytest
 from featurize.trace_json import block_names, postproc_start, trace_to_json
 from recommender.kernels import extract_kernels
 from recommender.model_import import ImportedModel, _export_torch, _from_exported, lower_for_tuning
-from recommender.replay import CLASS_MISMATCH, ReplayFailure, replay_trace
+from recommender.replay import CLASS_MISMATCH, ReplayFailure, replay_anchor_trace, replay_trace
 
 from .conftest import small_cnn
 
 
 def _kernels(target, width, size):
-    model, args = small_cnn(width=width, size=size)
+    return _kernels_of(*small_cnn(width=width, size=size), target)
+
+
+def _kernels_of(model, args, target):
     mod = lower_for_tuning(_from_exported(_export_torch(model, args, "t"), "t"), target.tvm())
     return extract_kernels(ImportedModel("t", "t", mod), target.tvm())
 
@@ -87,3 +90,28 @@ def test_other_class_is_refused_with_its_reason(two_models, target):
     with pytest.raises(ReplayFailure) as info:
         replay_trace(_tuned_like_trace(src, target.tvm()), src.mod, dst.mod, target.tvm())
     assert info.value.reason == CLASS_MISMATCH
+
+
+def test_anchor_trace_replays_onto_another_epilogue_and_computes_the_right_result(two_models, target):
+    """conv+bn+relu's schedule onto conv+bn+sigmoid: no same-class donor, same anchor; the anchor-trace
+    replay builds, keeps the tiling, and the result matches the unscheduled kernel."""
+    import torch
+
+    from featurize.tir_structure import anchor_key
+    from recommender.measure import MeasureSettings, Measurer
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16),
+                              torch.nn.Sigmoid()).eval()
+    (dst,) = [k for k in _kernels_of(net, (torch.randn(1, 3, 24, 24),), target) if k.kind == "conv2d"]
+    src = next(k for k in two_models[0] if k.kind == "conv2d" and anchor_key(k.class_key) == anchor_key(dst.class_key))
+    assert src.class_key != dst.class_key
+    trace = _tuned_like_trace(src, target.tvm())
+    with pytest.raises(ReplayFailure) as err:
+        replay_trace(trace, src.mod, dst.mod, target.tvm())
+    assert err.value.reason == CLASS_MISMATCH
+    r = replay_anchor_trace(trace, src.mod, dst.mod, target.tvm())
+    kinds = [inst[0] for inst in r.trace_json[0]]
+    assert "Split" in kinds and "SamplePerfectTile" in kinds  # the anchor tiling survived
+    with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
+        (res,) = m.measure([r.sch.mod], reference=dst.mod)
+    assert res.status == "ok", res.error

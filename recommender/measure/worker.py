@@ -166,9 +166,12 @@ def serve(conn: object) -> None:
 
 def main() -> None:
     """Entry point: `python -m recommender.measure.worker SOCKET`."""
+    import signal
     import socket
     import sys
     from multiprocessing.connection import Connection
+    # Ctrl-C reaches the whole process group: the parent handles it and closes its workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(sys.argv[1])
     serve(Connection(sock.detach()))

@@ -1,0 +1,67 @@
+"""The transfer matrix: leave-one-model-out exhaustive replay over every bank model, every candidate kept.
+
+For each bank model M and each of its tuned kernels, the candidates are the best `top_n` records of every
+same-class kernel of the other bank models (capped per kernel, spread across source models), replayed,
+checked and measured beside the kernel's default schedule. The rows (`transfer_data`) go to
+`<out>/<M>.jsonl.gz`, rewritten atomically after every kernel: a killed run resumes at the first kernel
+whose rows are missing. This is the data rankers learn from.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .bank import BankError, locked
+from .candidates import BankIndex
+from .fileio import atomic_write_json
+from .kernels import kernel_from_mod
+from .measure import MeasureSettings, Measurer
+from .target import TargetSpec
+from .transfer import transfer_kernel
+from .transfer_data import kernel_rows, read_rows, summarize, write_rows
+
+
+def matrix_file(out_dir: Path, model: str) -> Path:
+    return out_dir / f"{model}.jsonl.gz"
+
+
+def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
+              models: list[str] | None = None, settings: MeasureSettings | None = None,
+              anchor_fallback: bool = True, log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+    """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`)."""
+    from tqdm import tqdm
+
+    from .tvm_setup import load_tensor_intrinsics
+    load_tensor_intrinsics()
+    tt = target.tvm()
+    index = BankIndex(bank_dir)
+    if len(index.models) < 2:
+        raise BankError(f"the transfer matrix needs 2 or more bank models; {bank_dir} holds {len(index.models)}")
+    unknown = [m for m in models or [] if m not in index.models]
+    if unknown:
+        raise BankError(f"not in the bank at {bank_dir}: {', '.join(unknown)} (bank models: {', '.join(index.models)})")
+    todo_models = models or index.models
+    with locked(out_dir, "transfer matrix"):
+        settings_json = (settings or MeasureSettings()).to_json()
+        with Measurer(target.config, settings) as measurer:
+            for model in todo_models:
+                path = matrix_file(out_dir, model)
+                rows = read_rows(path) if path.exists() else []
+                done = {r["target_kernel"] for r in rows}
+                todo = [bk for bk in index.kernels[model] if bk.name not in done]
+                if not todo:
+                    continue
+                t0 = time.time()
+                for bk in tqdm(todo, desc=f"matrix {model}", unit="kernel", file=sys.stderr):
+                    kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
+                    choice = transfer_kernel(kernel, index, measurer, tt, top_n, (model,), cap, anchor_fallback)
+                    rows += kernel_rows(choice, model, tuned_best_s=bk.best_s)
+                    write_rows(path, rows)
+                log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {path}")
+    rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
+    summary = {"bank": str(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
+               "cap": cap, "anchor_fallback": anchor_fallback, "measurer": settings_json, "rows": len(rows),
+               **summarize(rows)}
+    atomic_write_json(str(out_dir / "summary.json"), summary)
+    return summary

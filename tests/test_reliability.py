@@ -1,0 +1,218 @@
+"""Reliability: bad counts, unwritable or full output folders, and mutated trace / database / matrix input
+fed to every reader (property-based): each works or raises its own clear error, never crashes the process."""
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from recommender.bank import BankError, read_records
+from recommender.replay import ReplayFailure, replay_anchor_trace, replay_trace
+from recommender.transfer_data import read_rows
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
+                          timeout=600, preexec_fn=preexec, cwd=ROOT)
+
+
+def _one_line_error(out: subprocess.CompletedProcess, message: str) -> None:
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("schedrec")]
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bank", "tune", "--models", "zoo:bert_tiny", "--trials-per-task", "-3"], "expected a positive integer, got -3"),
+    (["bank", "tune", "--models", "zoo:bert_tiny", "--trials-per-task", "many"], "expected a positive integer, got 'many'"),
+    (["bank", "tune", "--models", "zoo:bert_tiny", "--min-share", "1.5"], "between 0 and 1"),
+    (["replay", "--model", "zoo:bert_tiny", "--cap", "0"], "expected a positive integer, got 0"),
+    (["replay", "--model", "zoo:bert_tiny", "--top-n", "-1"], "expected a positive integer, got -1"),
+    (["replay", "--model", "zoo:bert_tiny", "--repeat", "x"], "expected a positive integer, got 'x'"),
+    (["replay"], "give --model MODEL, or --all-pairs"),
+])
+def test_bad_counts_and_missing_arguments(argv, message):
+    _one_line_error(_cli(*argv), message)
+
+
+def _without_root_file_access() -> None:
+    """Run as root would on a read-only folder: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
+    capability bounding set before exec, so file permissions apply to the child."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def test_read_only_output_folder(onnx_file, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(ro, 0o555)
+    out = _cli("kernels", onnx_file, "--json", str(ro / "sub" / "k.json"),
+               preexec=_without_root_file_access if os.getuid() == 0 else None)
+    _one_line_error(out, "Permission denied")
+    assert str(ro / "sub") in out.stderr
+    assert os.listdir(ro) == []
+
+
+def _small_disk() -> None:
+    """Writes past 4 KiB fail with EFBIG, as on a full disk (the signal that would kill us is ignored)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+def test_full_disk_keeps_the_previous_file(onnx_file, tmp_path):
+    target = tmp_path / "k.json"
+    target.write_text('{"previous": true}\n')
+    out = _cli("kernels", onnx_file, "--json", str(target), preexec=_small_disk)
+    _one_line_error(out, f"cannot write {target}")
+    assert json.loads(target.read_text()) == {"previous": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["k.json"]  # no temporary file left behind
+
+
+# -- property-based: mutated inputs to every reader ----------------------------------------------------------
+def _mutations(value):
+    """Hypothesis strategy: the JSON value with one part replaced, dropped or duplicated."""
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
+                        st.text(max_size=12))
+    leaves = st.recursive(scalars, lambda c: st.lists(c, max_size=3), max_leaves=6)
+
+    def paths(v, prefix=()):
+        yield prefix
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                yield from paths(x, prefix + (i,))
+
+    all_paths = list(paths(value))
+
+    @st.composite
+    def mutate(draw):
+        v = copy.deepcopy(value)
+        for _ in range(draw(st.integers(1, 3))):
+            p = draw(st.sampled_from(all_paths))
+            parent, node = None, v
+            try:
+                for i in p:
+                    parent, node = node, node[i]
+            except (IndexError, TypeError, KeyError):
+                continue
+            op = draw(st.sampled_from(["replace", "drop", "dup"]))
+            if parent is None:
+                v = draw(leaves) if op == "replace" else v
+                continue
+            i = p[-1]
+            if op == "replace":
+                parent[i] = draw(leaves)
+            elif op == "drop":
+                del parent[i]
+            else:
+                parent.insert(i, copy.deepcopy(node))
+        return v
+
+    return mutate()
+
+
+@pytest.fixture(scope="module")
+def tuned_matmul(target):
+    """A small matmul kernel and a postprocessed MetaSchedule design-space trace of it."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from featurize.trace_json import trace_to_json
+    from recommender.kernels import kernel_from_mod
+    from recommender.tvm_setup import load_tensor_intrinsics
+    from tests.kernels_tir import as_mod, matmul64
+    load_tensor_intrinsics()
+    mod = as_mod(matmul64)
+    ctx = ms.TuneContext(mod=mod, target=target.tvm(), space_generator="post-order-apply", num_threads=1,
+                         rand_state=3)
+    sch = ctx.space_generator.generate_design_space(mod)[0]
+    sch.enter_postproc()
+    assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
+    return kernel_from_mod("matmul", mod), trace_to_json(sch.trace)
+
+
+def test_mutated_traces_replay_or_fail_with_a_reason(tuned_matmul, target):
+    kernel, trace = tuned_matmul
+    tt = target.tvm()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_mutations(trace))
+    def check(mutated):
+        for replay in (replay_trace, replay_anchor_trace):
+            try:
+                r = replay(mutated, kernel.mod, kernel.mod, tt)
+            except ReplayFailure as err:
+                assert err.reason in ("replay_error", "postproc_failure", "class_mismatch") and err.message
+            else:
+                assert r.sch is not None
+
+    check()
+
+
+def _write_db(folder: Path, workload_lines: list, record_lines: list) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / "database_workload.json.gz", "wt") as f:
+        f.writelines(json.dumps(x) + "\n" for x in workload_lines)
+    with gzip.open(folder / "database_tuning_record.json.gz", "wt") as f:
+        f.writelines(json.dumps(x) + "\n" for x in record_lines)
+    (folder / "meta.json").write_text(json.dumps({"model": "m", "target_key": "k", "kernels": {}}))
+
+
+def test_mutated_database_lines_load_or_raise_bank_errors(tuned_matmul, target, tmp_path_factory):
+    from tvm.s_tir import meta_schedule as ms
+
+    from recommender.candidates import BankIndex
+    kernel, trace = tuned_matmul
+    workload = ms.database.Workload(kernel.mod).as_json()
+    workload = [str(x) for x in workload]
+    record = [0, [trace, [1e-4, 1.1e-4], {"kind": "llvm"}, [["TENSOR", "float32", [64, 64]]] * 3]]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_mutations([workload, record]))
+    def check(mutated):
+        folder = tmp_path_factory.mktemp("db") / "bank" / "m"
+        lines = mutated if isinstance(mutated, list) else [mutated]
+        _write_db(folder, lines[:1], lines[1:])
+        try:
+            read_records(folder)
+            BankIndex(folder.parent)
+        except BankError as err:
+            assert str(err)
+
+    check()
+
+
+def test_mutated_matrix_rows_load_or_raise_bank_errors(tmp_path_factory):
+    row = {"target_model": "m", "target_kernel": "k", "class_key": "matmul/s2r1:@matmul", "match": "class",
+           "status": "ok", "costs": [1e-4], "latency_s": 1e-4, "trace": [[], []]}
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.binary(max_size=40), st.integers(0, 200))
+    def check(garbage, cut):
+        path = tmp_path_factory.mktemp("rows") / "m.jsonl.gz"
+        raw = gzip.compress((json.dumps(row) + "\n").encode() * 3)
+        raw = raw[:cut] + garbage if cut < len(raw) else raw + garbage
+        path.write_bytes(raw)
+        try:
+            rows = read_rows(path)
+        except BankError as err:
+            assert str(path) in str(err)
+        else:
+            assert all(r["target_model"] == "m" for r in rows)
+
+    check()
