@@ -70,11 +70,13 @@ class BankIndex:
         self.by_anchor: dict[str, list[SourceSchedule]] = defaultdict(list)
         self.kernels: dict[str, list[BankKernel]] = {}  # by model
         self.models: list[str] = []
+        self.target_keys: dict[str, str] = {}
         for folder in bank_models(bank_dir):
             meta = read_meta(folder)
             workloads, records = read_records(folder)
             model = meta["model"]
             self.models.append(model)
+            self.target_keys[model] = meta["target_key"]
             entries = meta.get("kernels", {})
             names = {(k["class_key"], json.dumps(k["args"])): name for name, k in entries.items()}
             best: dict[int, list] = defaultdict(list)
@@ -97,6 +99,12 @@ class BankIndex:
                                                       int(entries.get(name, {}).get("weight", 1)), sources))
                 self.by_class[key].extend(sources)
                 self.by_anchor[anchor_key(key)].extend(sources)
+
+    def warnings(self, target_key: str) -> list[str]:
+        """One line per bank model measured on another target."""
+        return [f"warning: bank model {m} was measured on {k}, not {target_key}: its schedules still replay, "
+                f"but their ranking by latency may not carry over" for m, k in self.target_keys.items()
+                if k != target_key]
 
     def sources_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
                     cap: int | None = None, match: str = CLASS) -> list[SourceSchedule]:

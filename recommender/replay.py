@@ -117,6 +117,18 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
     return _postprocess(sch, target_mod, target, postprocs)
 
 
+def apply_replayed(trace_json: list, target_mod: object, target: object, postprocs: list | None = None) -> Replayed:
+    """Re-apply a trace already replayed onto `target_mod` (its block names), then the postprocessors:
+    rebuilds a recorded candidate's schedule without measuring it again."""
+    from tvm.s_tir import Schedule, Trace
+    sch = Schedule(target_mod, debug_mask="all")
+    try:
+        Trace.apply_json_to_schedule(trace_json, sch)
+    except Exception as err:
+        raise ReplayFailure(REPLAY_ERROR, _one_line(err)) from err
+    return _postprocess(sch, target_mod, target, postprocs)
+
+
 def _renamed_trace(trace_json: list, source_mod: object, mapping: dict[str, str]) -> object:
     """The source trace as a Trace object whose block lookups use `mapping`."""
     from tvm.s_tir import Schedule, Trace

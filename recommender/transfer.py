@@ -7,16 +7,17 @@ the whole model is compiled with it and timed, and a JSON report is written.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bank import BankError
+from .bank import BankError, locked
 from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
 from .fileio import atomic_write_json
-from .transfer_data import kernel_rows, write_rows
+from .transfer_data import kernel_rows, read_rows, write_rows
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
@@ -39,20 +40,23 @@ class KernelChoice:
     replay_s: float = 0.0
     build_s: float = 0.0
     run_s: float = 0.0
+    wall_s: float = 0.0
     rows: list = field(default_factory=list)  # one per candidate and one for the default schedule
 
     @property
     def latency_s(self) -> float | None:
         return self.chosen["latency_s"] if self.chosen else self.default_s
 
+    def seconds(self) -> dict:
+        return {"replay": round(self.replay_s, 3), "build": round(self.build_s, 3), "run": round(self.run_s, 3),
+                "total": round(self.wall_s, 3)}
+
     def to_json(self) -> dict:
         k = self.kernel
         return {"kernel": k.name, "class_key": k.class_key, "weight": k.weight, "flops": k.flops,
                 "match": self.match, "candidates": self.candidates, "valid": self.valid, "failures": dict(self.failures),
                 "default_s": self.default_s, "chosen": self.chosen, "latency_s": self.latency_s,
-                "candidate_s": self.candidate_s,
-                "seconds": {"replay": round(self.replay_s, 3), "build": round(self.build_s, 3),
-                            "run": round(self.run_s, 3)}}
+                "candidate_s": self.candidate_s, "seconds": self.seconds()}
 
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
@@ -98,6 +102,39 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         choice.chosen = {"source_model": c.source.model, "source_kernel": c.source.kernel,
                          "rank": c.source.rank, "match": c.source.match, "latency_s": r.median}
         choice.chosen_sch, choice.chosen_costs = c.replayed.sch, r.costs
+    choice.wall_s = time.perf_counter() - t0
+    choice.rows[0]["seconds"] = choice.seconds()
+    return choice
+
+
+def choice_from_rows(kernel: Kernel, rows: list[dict], target: object) -> KernelChoice:
+    """A kernel's choice rebuilt from its recorded rows (a resumed run measures nothing again); the
+    chosen schedule is re-applied from its replayed trace."""
+    from .replay import ReplayFailure, apply_replayed
+    choice = KernelChoice(kernel)
+    default = next(r for r in rows if r["match"] == "default")
+    choice.rows = rows
+    choice.default_s = default.get("latency_s")
+    secs = default.get("seconds") or {}
+    choice.replay_s, choice.build_s, choice.run_s, choice.wall_s = (
+        float(secs.get(k, 0.0)) for k in ("replay", "build", "run", "total"))
+    cands = [r for r in rows if r["match"] != "default"]
+    choice.candidates = len(cands)
+    choice.match = ANCHOR if any(r["match"] == ANCHOR for r in cands) else CLASS if cands else None
+    ok = [r for r in cands if r["status"] == OK and r.get("latency_s")]
+    choice.failures.update(r["status"] for r in cands if r not in ok)
+    choice.valid, choice.candidate_s = len(ok), [r["latency_s"] for r in ok]
+    best = min(ok, key=lambda r: r["latency_s"], default=None)
+    if best is not None and (choice.default_s is None or best["latency_s"] < choice.default_s):
+        try:
+            choice.chosen_sch = apply_replayed(best["trace"], kernel.mod, target).sch
+        except ReplayFailure as err:
+            print(f"warning: {kernel.name}: the recorded choice no longer replays ({err}); keeping the default",
+                  file=sys.stderr)
+            return choice
+        choice.chosen = {"source_model": best["source_model"], "source_kernel": best["source_kernel"],
+                         "rank": best["source_rank"], "match": best["match"], "latency_s": best["latency_s"]}
+        choice.chosen_costs = best["costs"]
     return choice
 
 
@@ -119,11 +156,29 @@ def _row(cand: Candidate | None, result: object | None) -> dict:
 
 
 def write_database(choices: list[KernelChoice], target: object, db_dir: Path) -> int:
-    """A MetaSchedule JSON database with one record per kernel whose transferred schedule was chosen."""
+    """A MetaSchedule JSON database with one record per kernel whose transferred schedule was chosen.
+    Written into a fresh folder that then replaces `db_dir` (an old database is never edited in place)."""
+    import shutil
+    import tempfile
+    db_dir.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=".tmp-db-", dir=db_dir.parent))
+    try:
+        n = _fill_database(choices, target, fresh)
+        os.chmod(fresh, 0o755)
+        old = db_dir.with_name(f".old-{db_dir.name}")
+        shutil.rmtree(old, ignore_errors=True)
+        if db_dir.exists():
+            os.replace(db_dir, old)
+        os.replace(fresh, db_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    return n
+
+
+def _fill_database(choices: list[KernelChoice], target: object, db_dir: Path) -> int:
     from tvm.s_tir import meta_schedule as ms
-    db_dir.mkdir(parents=True, exist_ok=True)
-    for f in ("database_workload.json", "database_tuning_record.json"):
-        (db_dir / f).unlink(missing_ok=True)
     db = ms.database.JSONDatabase(work_dir=str(db_dir))
     n = 0
     for c in choices:
@@ -153,17 +208,34 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     if not index.models:
         raise BankError(f"the bank at {bank_dir} holds no model")
     exclude = tuple(sorted(set(exclude_models) | {model.name}))  # never the model's own records
+    for w in index.warnings(target.key):
+        print(w, file=sys.stderr)
+    import_s = time.perf_counter() - t_start
+    run = {"spec": spec, "model": model.name, "target_key": target.key, "bank_models": index.models,
+           "excluded_models": list(exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback}
     choices = []
-    with Measurer(target.config, settings) as measurer:
-        for k in tqdm(kernels, desc=f"replay {model.name}", unit="kernel", file=sys.stderr):
-            choices.append(transfer_kernel(k, index, measurer, tt, top_n, exclude, cap, anchor_fallback))
-        search_s = time.perf_counter() - t_start
-        n_records = write_database(choices, tt, out_dir / "database")
-        inputs = list(zip(model.input_shapes, model.input_dtypes))
-        t0 = time.perf_counter()
-        tuned = measurer.measure_model(model.mod, inputs, database_dir=str(out_dir / "database"))
-        compile_s = time.perf_counter() - t0
-        untuned = measurer.measure_model(model.mod, inputs)
+    with locked(out_dir, f"replay {spec}"):
+        _check_run(out_dir / "run.json", run)
+        rows_path = out_dir / "candidates.jsonl.gz"
+        rows = read_rows(rows_path) if rows_path.exists() else []
+        done: dict[str, list[dict]] = {}
+        for r in rows:
+            done.setdefault(r["target_kernel"], []).append(r)
+        with Measurer(target.config, settings) as measurer:
+            for k in tqdm(kernels, desc=f"replay {model.name}", unit="kernel", file=sys.stderr):
+                if k.name in done:
+                    choices.append(choice_from_rows(k, done[k.name], tt))
+                    continue
+                choice = transfer_kernel(k, index, measurer, tt, top_n, exclude, cap, anchor_fallback)
+                choices.append(choice)
+                rows += kernel_rows(choice, model.name)
+                write_rows(rows_path, rows)
+            n_records = write_database(choices, tt, out_dir / "database")
+            inputs = list(zip(model.input_shapes, model.input_dtypes))
+            t0 = time.perf_counter()
+            tuned = measurer.measure_model(model.mod, inputs, database_dir=str(out_dir / "database"))
+            compile_s = time.perf_counter() - t0
+            untuned = measurer.measure_model(model.mod, inputs)
     flops = sum(k.total_flops for k in kernels)
     covered = sum(c.kernel.total_flops for c in choices if c.chosen)
     transferable = sum(c.kernel.total_flops for c in choices if c.valid)
@@ -180,7 +252,8 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
             "flop_coverage_valid": transferable / flops if flops else 0.0,
             "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
             "flop_coverage_chosen": covered / flops if flops else 0.0,
-            "search_s": round(search_s, 2),
+            "import_s": round(import_s, 2),
+            "search_s": round(sum(c.wall_s for c in choices), 2),
             "replay_s": round(sum(c.replay_s for c in choices), 2),
             "build_s": round(sum(c.build_s for c in choices), 2),
             "run_s": round(sum(c.run_s for c in choices), 2),
@@ -191,6 +264,20 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         },
     }
     atomic_write_json(str(out_dir / "report.json"), report)
-    write_rows(out_dir / "candidates.jsonl.gz",
-               [r for c in choices for r in kernel_rows(c, model.name)])
     return report
+
+
+def _check_run(path: Path, run: dict) -> None:
+    """A resumed run must have the settings of the run it continues; a fresh folder records them."""
+    import json
+    if path.exists():
+        try:
+            previous = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise BankError(f"corrupt {path}: {err}; remove the folder or use another --out") from err
+        diff = sorted(k for k in run if previous.get(k) != run[k])
+        if diff:
+            raise BankError(f"{path.parent} holds a replay run with other settings ({', '.join(diff)}); "
+                            f"use another --out or remove that folder")
+    else:
+        atomic_write_json(str(path), run)

@@ -42,6 +42,8 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     if unknown:
         raise BankError(f"not in the bank at {bank_dir}: {', '.join(unknown)} (bank models: {', '.join(index.models)})")
     todo_models = models or index.models
+    for w in index.warnings(target.key):
+        log(w)
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
         with Measurer(target.config, settings) as measurer:

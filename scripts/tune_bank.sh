@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BANK_MODELS=${BANK_MODELS:-zoo:resnet18,zoo:efficientnet_b0,zoo:vit_b16,zoo:distilbert,zoo:mnasnet1_0,zoo:vgg16,zoo:googlenet,zoo:regnet_y_040,zoo:gpt2,zoo:mobilebert,zoo:densenet121,zoo:bert_tiny}
 REFERENCE_MODELS=${REFERENCE_MODELS:-zoo:bert_base,zoo:resnet50,zoo:mobilenet_v2}
-.venv/bin/schedrec bank tune --models "$BANK_MODELS" --target native --trials-per-task 64
+if [ "${SKIP_BANK:-0}" != 1 ]; then
+  .venv/bin/schedrec bank tune --models "$BANK_MODELS" --target native --trials-per-task 64
+fi
 if [ "${SKIP_REFERENCE:-0}" != 1 ]; then
   .venv/bin/schedrec bank tune --reference --models "$REFERENCE_MODELS" --target native --trials-per-task 200
 fi

@@ -102,3 +102,33 @@ def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_mo
                 kept_default += 1
     # the tiny head matmul (1x16 @ 16x10) runs fastest untouched: parallel schedules only add overhead
     assert kept_default >= 1
+
+
+def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank_and_new_model, tmp_path, capsys):
+    import gzip
+    import json
+
+    from recommender.cli import main
+    from recommender.transfer_data import read_rows
+    bank, kernels, new_path = bank_and_new_model
+    out = tmp_path / "replay"
+    argv = ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--out", str(out)]
+    assert main(argv) == 0
+    first = json.loads((out / "report.json").read_text())
+    rows = read_rows(out / "candidates.jsonl.gz")
+    keep = {kernels[0].name, kernels[1].name}
+    kept = [r for r in rows if r["target_kernel"] in keep]
+    with gzip.open(out / "candidates.jsonl.gz", "wt") as f:  # as if stopped after two kernels
+        f.writelines(json.dumps(r) + "\n" for r in kept)
+    assert main(argv) == 0
+    again = read_rows(out / "candidates.jsonl.gz")
+    assert [r for r in again if r["target_kernel"] in keep] == kept  # not measured again
+    second = json.loads((out / "report.json").read_text())
+    for a, b in zip(first["kernels"], second["kernels"]):
+        if a["kernel"] in keep:
+            assert a == b  # the same choice, rebuilt from the rows
+    t = second["totals"]
+    assert t["records_written"] >= 1 and t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
+    capsys.readouterr()
+    assert main(argv[:-4] + ["--top-n", "1", "--out", str(out)]) == 2
+    assert "other settings (top_n)" in capsys.readouterr().err

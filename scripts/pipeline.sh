@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Everything this CPU's shipped data needs, in order, each step resumable (rerun after a kill and it
+# continues where it stopped). Keep the machine otherwise idle while it measures; `touch
+# models/<key>/bank/PAUSE` makes the bank tuner wait between kernels.
+#   1. the bank (scripts/tune_bank.sh, SKIP_REFERENCE=1)
+#   2. the transfer matrix: leave-one-model-out replay over the bank (top 3 records per source kernel,
+#      at most 48 candidates per kernel) -> models/<key>/transfer/
+#   3. exhaustive replay of the held-out zoo models from the whole bank -> models/<key>/heldout/<model>/
+#   4. the "full tuning" references (200 trials per kernel) -> models/<key>/reference/
+#   5. the latency table and the card
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(native_target().key)")
+HELDOUT=${HELDOUT:-resnet50 mobilenet_v2 bert_base convnext_tiny}
+step() { echo "== $(date -u +%FT%TZ) $*"; }
+
+step bank
+SKIP_REFERENCE=1 scripts/tune_bank.sh
+step transfer matrix
+.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48
+for m in $HELDOUT; do
+  if [ ! -f "models/$KEY/heldout/$m/report.json" ]; then
+    step "held-out replay $m"
+    .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m"
+  fi
+done
+step references
+SKIP_BANK=1 scripts/tune_bank.sh
+step latency table and card
+.venv/bin/python scripts/latency_table.py
+.venv/bin/python scripts/make_card.py
+step done
