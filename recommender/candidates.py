@@ -17,7 +17,8 @@ from pathlib import Path
 from featurize.tir_structure import anchor_key, class_key
 
 from .bank import BankError, bank_models, read_meta, read_records
-from .kernels import Kernel, kernel_args
+from .kernels import Kernel
+from .measure.args import kernel_args
 from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_trace
 
 CLASS, ANCHOR = "class", "anchor"  # how a source matches the target kernel

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from featurize.tir_structure import class_key, kernel_flops, kernel_kind
 
 from .errors import SchedrecError
+from .measure.args import kernel_args
 from .model_import import ImportedModel
 
 
@@ -32,16 +33,6 @@ class Kernel:
         return {"name": self.name, "weight": self.weight, "flops": self.flops, "kind": self.kind,
                 "class_key": self.class_key,
                 "args": [{"shape": list(s), "dtype": d} for s, d in self.args]}
-
-
-def kernel_args(mod: object) -> list[tuple[tuple[int, ...], str]]:
-    """Shapes and dtypes of a kernel's arguments."""
-    from tvm.s_tir import meta_schedule as ms
-    out = []
-    for info in ms.arg_info.ArgInfo.from_prim_func(mod["main"]):
-        _, dtype, shape = info.as_json()
-        out.append((tuple(int(x) for x in shape), str(dtype)))
-    return out
 
 
 def kernel_from_mod(name: str, mod: object, weight: int = 1) -> Kernel:

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
+from .args import kernel_args
 from ..errors import SchedrecError
 from .pool import WorkerCrash, WorkerError, WorkerHandle, WorkerTimeout
 
@@ -85,16 +86,6 @@ def parse_runner(spec: str) -> dict | None:
         if host and port.isdigit() and key:
             return {"host": host, "port": int(port), "key": key}
     raise SchedrecError(f"runner must be 'local' or rpc://HOST:PORT/KEY, got {spec!r}")
-
-
-def args_info_of(mod: object) -> list[tuple[list[int], str]]:
-    """(shape, dtype) of each argument of the module's main PrimFunc."""
-    from tvm.s_tir import meta_schedule as ms
-    out = []
-    for info in ms.arg_info.ArgInfo.from_prim_func(mod["main"]):
-        _, dtype, shape = info.as_json()
-        out.append(([int(x) for x in shape], str(dtype)))
-    return out
 
 
 class Measurer:
@@ -213,7 +204,7 @@ class Measurer:
             if path is None:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
-            info = args_infos[i] if args_infos is not None else args_info_of(mods[i])
+            info = args_infos[i] if args_infos is not None else kernel_args(mods[i])
             r = self.time_artifact(path, info, reference_path=ref_path)
             r.build_s = build_s
             out.append(r)

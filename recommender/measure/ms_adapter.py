@@ -11,6 +11,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 
+from .args import arg_specs
 from .measurer import Measurer
 
 
@@ -47,8 +48,7 @@ class MeasurerRunner(PyRunner):
         t0 = time.perf_counter()
         futures = []
         for ri in runner_inputs:
-            info = [([int(x) for x in a.as_json()[2]], str(a.as_json()[1])) for a in ri.args_info]
-            r = self.measurer.time_artifact(str(ri.artifact_path), info)  # MetaSchedule deletes the artifact
+            r = self.measurer.time_artifact(str(ri.artifact_path), arg_specs(ri.args_info))  # MetaSchedule deletes the artifact
             if r.ok:
                 futures.append(_done_future(RunnerResult(r.costs, None)))
             else:
