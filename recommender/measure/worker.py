@@ -57,6 +57,13 @@ def _random_args(args_info: list, seed: int, dev: object) -> list:
     import tvm
     rng = np.random.default_rng(seed)
     out = []
+    if os.environ.get("SCHEDREC_ARG_FILL") == "tvm_random_fill":  # as MetaSchedule's LocalRunner (probe)
+        fill = tvm.get_global_func("tvm.contrib.random.random_fill")
+        for shape, dtype in args_info:
+            t = tvm.runtime.empty(shape, dtype, dev)
+            fill(t)
+            out.append(t)
+        return out
     for shape, dtype in args_info:
         if dtype.startswith(("int", "uint", "bool")):
             arr = np.zeros(shape, dtype=dtype)

@@ -1,0 +1,83 @@
+"""Probe: why small kernels read faster in the schedrec measurer than in MetaSchedule's LocalRunner.
+
+Measures the same small-kernel candidates alternately (schedrec, stock, schedrec, stock) in one run, and
+once more with the stock runner's way of filling arguments (tvm.contrib.random.random_fill) in the schedrec
+worker, so that order effects, argument values and the runner itself can be told apart.
+
+Usage: python benchmarks/agreement_probe.py [--models zoo:bert_tiny] [--per-kernel 2]
+Keep the machine otherwise idle while it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from measurer_vs_stock import candidates, stock_measure  # noqa: E402
+
+from recommender.kernels import extract_kernels  # noqa: E402
+from recommender.measure import MeasureSettings, Measurer  # noqa: E402
+from recommender.model_import import import_model  # noqa: E402
+from recommender.target import native_target  # noqa: E402
+from recommender.tvm_setup import load_tensor_intrinsics  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="zoo:bert_tiny")
+    ap.add_argument("--per-kernel", type=int, default=2)
+    ap.add_argument("--out", default="benchmarks/results/agreement_probe.json")
+    args = ap.parse_args()
+    load_tensor_intrinsics()
+    spec = native_target()
+    os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
+    target = spec.tvm()
+    mods, labels = [], []
+    for model in args.models.split(","):
+        seen = set()
+        for k in extract_kernels(import_model(model, target), target):
+            if k.class_key in seen or k.kind not in ("reduction", "batch_matmul", "matmul"):
+                continue
+            seen.add(k.class_key)
+            for m in candidates(k, target, args.per_kernel):
+                mods.append(m)
+                labels.append(f"{k.name}:{k.kind}")
+    settings = MeasureSettings(repeat=5, min_repeat_ms=4)
+    passes: dict[str, list] = {}
+    t0 = time.perf_counter()
+    for name in ("schedrec_1", "stock_1", "schedrec_2", "stock_2", "schedrec_random_fill"):
+        if name.startswith("stock"):
+            passes[name] = stock_measure(mods, target, settings)
+            continue
+        if name == "schedrec_random_fill":
+            os.environ["SCHEDREC_ARG_FILL"] = "tvm_random_fill"
+        with Measurer(spec.config, settings) as m:
+            passes[name] = [r.median if r.ok else None for r in m.measure(mods)]
+        os.environ.pop("SCHEDREC_ARG_FILL", None)
+
+    def agreement(a: str, b: str) -> dict:
+        logs = [math.log(x / y) for x, y in zip(passes[a], passes[b]) if x and y]
+        return {"median_log_ratio": round(statistics.median(logs), 4),
+                "median_abs_log_ratio": round(statistics.median(abs(v) for v in logs), 4), "n": len(logs)}
+
+    report = {"candidates": len(mods), "seconds": round(time.perf_counter() - t0, 1),
+              "comparisons": {f"{a} vs {b}": agreement(a, b) for a, b in (
+                  ("schedrec_1", "stock_1"), ("schedrec_2", "stock_2"), ("schedrec_1", "schedrec_2"),
+                  ("stock_1", "stock_2"), ("schedrec_random_fill", "schedrec_2"),
+                  ("schedrec_random_fill", "stock_2"))},
+              "pairs": [dict(label=lbl, **{k: v[i] for k, v in passes.items()}) for i, lbl in enumerate(labels)],
+              "command": f"python benchmarks/agreement_probe.py --models {args.models} --per-kernel {args.per_kernel}"}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(report["comparisons"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
