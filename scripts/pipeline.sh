@@ -28,5 +28,6 @@ step references
 SKIP_BANK=1 scripts/tune_bank.sh
 step latency table and card
 .venv/bin/python scripts/latency_table.py
+.venv/bin/python scripts/transfer_figures.py
 .venv/bin/python scripts/make_card.py
 step done
