@@ -132,3 +132,16 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     capsys.readouterr()
     assert main(argv[:-4] + ["--top-n", "1", "--out", str(out)]) == 2
     assert "other settings (top_n)" in capsys.readouterr().err
+
+
+def test_a_bank_model_of_another_target_is_flagged(bank_and_new_model, target, tmp_path):
+    import json
+    import shutil
+    bank, _, _ = bank_and_new_model
+    shutil.copytree(bank / "donor", tmp_path / "donor", ignore=shutil.ignore_patterns(".work", ".lock"))
+    meta = json.loads((tmp_path / "donor" / "meta.json").read_text())
+    meta["target_key"] = "llvm-skylake-avx512-8c"
+    (tmp_path / "donor" / "meta.json").write_text(json.dumps(meta))
+    assert BankIndex(bank).warnings(target.key) == []
+    (w,) = BankIndex(tmp_path).warnings(target.key)
+    assert "donor was measured on llvm-skylake-avx512-8c" in w
