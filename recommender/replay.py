@@ -66,19 +66,13 @@ def postprocs_for(mod: object, target: object) -> list:
 def replay_trace(trace_json: list, source_mod: object, target_mod: object, target: object,
                  postprocs: list | None = None) -> Replayed:
     """Apply a source kernel's trace (JSON form) to `target_mod`; raises ReplayFailure with the reason."""
-    from tvm.s_tir import Schedule, Trace
     try:
         body = rename_blocks(strip_postproc(trace_json), block_mapping(source_mod, target_mod))
     except ReplayFailure:
         raise
     except Exception as err:  # malformed trace JSON
         raise ReplayFailure(REPLAY_ERROR, f"malformed trace: {type(err).__name__}: {err}") from err
-    sch = Schedule(target_mod, debug_mask="all")
-    try:
-        Trace.apply_json_to_schedule(body, sch)
-    except Exception as err:
-        raise ReplayFailure(REPLAY_ERROR, _one_line(err)) from err
-    return _postprocess(sch, target_mod, target, postprocs)
+    return apply_replayed(body, target_mod, target, postprocs)
 
 
 def _postprocess(sch: object, target_mod: object, target: object, postprocs: list | None) -> Replayed:
@@ -118,8 +112,8 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
 
 
 def apply_replayed(trace_json: list, target_mod: object, target: object, postprocs: list | None = None) -> Replayed:
-    """Re-apply a trace already replayed onto `target_mod` (its block names), then the postprocessors:
-    rebuilds a recorded candidate's schedule without measuring it again."""
+    """Apply a trace written for `target_mod` (its block names, no postprocessing part), then the target's
+    postprocessors; also rebuilds a recorded candidate's schedule without measuring it again."""
     from tvm.s_tir import Schedule, Trace
     sch = Schedule(target_mod, debug_mask="all")
     try:

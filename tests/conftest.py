@@ -33,6 +33,13 @@ def small_cnn(width: int = 8, size: int = 32, seed: int = 0) -> tuple[nn.Module,
     return SmallCNN(width).eval(), (torch.randn(1, 3, size, size),)
 
 
+def save_pt2(path, width: int, size: int) -> str:
+    """The small CNN of this width and input size, saved with torch.export.save."""
+    model, args = small_cnn(width=width, size=size)
+    torch.export.save(torch.export.export(model, args), str(path))
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def target():
     from recommender.target import native_target

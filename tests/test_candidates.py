@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from recommender.bank_tune import tune_model
 from recommender.candidates import BankIndex, replay_candidates
@@ -11,23 +10,17 @@ from recommender.measure import MeasureSettings, Measurer
 from recommender.measure.measurer import OK
 from recommender.model_import import import_model
 
-from .conftest import small_cnn
-
-
-def _save_pt2(path, width, size):
-    model, args = small_cnn(width=width, size=size)
-    torch.export.save(torch.export.export(model, args), str(path))
-    return str(path)
+from .conftest import save_pt2
 
 
 @pytest.fixture(scope="module")
 def bank_and_new_model(target, tmp_path_factory):
     """A bank with every kernel of one small CNN (2 trials each) and a wider CNN to transfer to."""
     d = tmp_path_factory.mktemp("cand")
-    donor = _save_pt2(d / "donor.pt2", 8, 32)
+    donor = save_pt2(d / "donor.pt2", 8, 32)
     tune_model(donor, target, d / "bank", trials_per_task=2, min_share=0.0,
                settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=2)
-    new_path = _save_pt2(d / "new.pt2", 16, 24)
+    new_path = save_pt2(d / "new.pt2", 16, 24)
     new = import_model(new_path, target.tvm())
     return d / "bank", extract_kernels(new, target.tvm()), new_path
 

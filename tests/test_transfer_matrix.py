@@ -7,21 +7,14 @@ import shutil
 import statistics
 
 import pytest
-import torch
 
 from recommender.bank_tune import tune_model
 from recommender.measure import MeasureSettings
 from recommender.transfer_data import read_rows
 
-from .conftest import small_cnn
+from .conftest import save_pt2
 
 FAST = MeasureSettings(repeat=2, min_repeat_ms=1)
-
-
-def _pt2(path, width, size):
-    model, args = small_cnn(width=width, size=size)
-    torch.export.save(torch.export.export(model, args), str(path))
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +22,7 @@ def bank2(target, tmp_path_factory):
     """Two small CNNs of other widths and sizes, 3 trials per kernel, in one bank."""
     d = tmp_path_factory.mktemp("matrix")
     for name, width, size in (("narrow", 8, 32), ("wide", 16, 24)):
-        tune_model(_pt2(d / f"{name}.pt2", width, size), target, d / "bank", trials_per_task=3, min_share=0.0,
+        tune_model(save_pt2(d / f"{name}.pt2", width, size), target, d / "bank", trials_per_task=3, min_share=0.0,
                    settings=FAST, trials_per_iter=3)
     return d / "bank"
 
