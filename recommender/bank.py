@@ -208,5 +208,16 @@ def write_meta(folder: Path, meta: dict) -> None:
     atomic_write_json(str(folder / META_FILE), meta)
 
 
+def wait_while_paused(bank_dir: Path, log) -> None:
+    """Between kernels, wait while `<bank>/PAUSE` exists (lets a benchmark or a test run have the machine
+    to itself); the bank tuner, replay and the transfer matrix all honour it."""
+    pause = bank_dir / "PAUSE"
+    if pause.exists():
+        log(f"paused: {pause} exists; remove it to continue")
+        while pause.exists():
+            time.sleep(5)
+        log("resumed")
+
+
 def now() -> float:
     return time.time()

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .bank import (BankError, META_FILE, locked, pack, read_meta, unpack, write_meta)
+from .bank import (BankError, META_FILE, locked, pack, read_meta, unpack, wait_while_paused, write_meta)
 from .kernels import Kernel, extract_kernels, flop_shares
 from .measure import MeasureSettings, Measurer
 from .model_import import import_model
@@ -55,16 +55,6 @@ def _kernel_records(db: object, mod: object) -> tuple[int, int, float | None]:
     return n, valid, best
 
 
-def _wait_while_paused(bank_dir: Path, log) -> None:
-    """Between kernels, wait while `<bank>/PAUSE` exists (lets a benchmark have the machine to itself)."""
-    pause = bank_dir / "PAUSE"
-    if pause.exists():
-        log(f"paused: {pause} exists; remove it to continue")
-        while pause.exists():
-            time.sleep(5)
-        log("resumed")
-
-
 def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float = 0.01,
                settings: MeasureSettings | None = None, trials_per_iter: int = 32, population_size: int = 256,
                log=lambda msg: print(msg, file=sys.stderr)) -> dict:
@@ -107,7 +97,7 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
             builder, runner = MeasurerBuilder(measurer), MeasurerRunner(measurer)
             bar = tqdm(todo, desc=model.name, unit="kernel", file=sys.stderr)
             for k in bar:
-                _wait_while_paused(bank_dir, log)
+                wait_while_paused(bank_dir, log)
                 entry = meta["kernels"][k.name]
                 n, valid, best = _kernel_records(db, k.mod)
                 remaining = trials_per_task - n

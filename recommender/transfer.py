@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bank import BankError, locked
+from .bank import BankError, locked, wait_while_paused
 from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
 from .fileio import atomic_write_json
 from .transfer_data import kernel_rows, read_rows, write_rows
@@ -226,6 +226,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
                 if k.name in done:
                     choices.append(choice_from_rows(k, done[k.name], tt))
                     continue
+                wait_while_paused(bank_dir, lambda msg: print(msg, file=sys.stderr))
                 choice = transfer_kernel(k, index, measurer, tt, top_n, exclude, cap, anchor_fallback)
                 choices.append(choice)
                 rows += kernel_rows(choice, model.name)

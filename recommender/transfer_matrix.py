@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from .bank import BankError, locked
+from .bank import BankError, locked, wait_while_paused
 from .candidates import BankIndex
 from .fileio import atomic_write_json
 from .kernels import kernel_from_mod
@@ -56,6 +56,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                     continue
                 t0 = time.time()
                 for bk in tqdm(todo, desc=f"matrix {model}", unit="kernel", file=sys.stderr):
+                    wait_while_paused(bank_dir, log)
                     kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
                     choice = transfer_kernel(kernel, index, measurer, tt, top_n, (model,), cap, anchor_fallback)
                     rows += kernel_rows(choice, model, tuned_best_s=bk.best_s)
