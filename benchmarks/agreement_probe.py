@@ -19,13 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from measurer_vs_stock import candidates, stock_measure  # noqa: E402
+from measurer_vs_stock import native_setup, sample_candidates, stock_measure  # noqa: E402
 
-from recommender.kernels import extract_kernels  # noqa: E402
 from recommender.measure import MeasureSettings, Measurer  # noqa: E402
-from recommender.model_import import import_model  # noqa: E402
-from recommender.target import native_target  # noqa: E402
-from recommender.tvm_setup import load_tensor_intrinsics  # noqa: E402
 
 
 def main() -> None:
@@ -34,20 +30,9 @@ def main() -> None:
     ap.add_argument("--per-kernel", type=int, default=2)
     ap.add_argument("--out", default="benchmarks/results/agreement_probe.json")
     args = ap.parse_args()
-    load_tensor_intrinsics()
-    spec = native_target()
-    os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
-    target = spec.tvm()
-    mods, labels = [], []
-    for model in args.models.split(","):
-        seen = set()
-        for k in extract_kernels(import_model(model, target), target):
-            if k.class_key in seen or k.kind not in ("reduction", "batch_matmul", "matmul"):
-                continue
-            seen.add(k.class_key)
-            for m in candidates(k, target, args.per_kernel):
-                mods.append(m)
-                labels.append(f"{k.name}:{k.kind}")
+    spec, target = native_setup()
+    mods, labels = sample_candidates(args.models.split(","), target, args.per_kernel,
+                                     keep_kind=lambda kind: kind in ("reduction", "batch_matmul", "matmul"))
     settings = MeasureSettings(repeat=5, min_repeat_ms=4)
     passes: dict[str, list] = {}
     t0 = time.perf_counter()

@@ -59,29 +59,40 @@ def stock_measure(mods: list, target, settings: MeasureSettings) -> list[float |
     return out
 
 
+def native_setup() -> tuple:
+    """(target spec, tvm target) of this machine, with TVM's thread count pinned to its cores."""
+    load_tensor_intrinsics()
+    spec = native_target()
+    # Same thread count for both: unset, TVM's runtime assumes hyperthreading on x86 and starts
+    # logical_cores / 2 threads (1 on this 2-vCPU machine) in the stock runner's workers.
+    os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
+    return spec, spec.tvm()
+
+
+def sample_candidates(models: list[str], target, per_kernel: int, keep_kind) -> tuple[list, list[str]]:
+    """`per_kernel` design-space points of one kernel per class (heaviest first) whose kind is kept."""
+    mods, labels = [], []
+    for model in models:
+        seen = set()
+        for k in extract_kernels(import_model(model, target), target):
+            if k.class_key in seen or not keep_kind(k.kind):
+                continue
+            seen.add(k.class_key)
+            for m in candidates(k, target, per_kernel):
+                mods.append(m)
+                labels.append(f"{model}:{k.name}:{k.kind}")
+    return mods, labels
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-kernel", type=int, default=4)
     ap.add_argument("--models", default="zoo:resnet18,zoo:bert_tiny")
     ap.add_argument("--out", default="benchmarks/results/measurer_vs_stock.json")
     args = ap.parse_args()
-    load_tensor_intrinsics()
-    spec = native_target()
-    # Same thread count for both: unset, TVM's runtime assumes hyperthreading on x86 and starts
-    # logical_cores / 2 threads (1 on this 2-vCPU machine) in the stock runner's workers.
-    os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
-    target = spec.tvm()
-    mods, labels = [], []
-    for model in args.models.split(","):
-        kernels = extract_kernels(import_model(model, target), target)
-        seen = set()
-        for k in kernels:  # one kernel per class, heaviest first
-            if k.class_key in seen or k.kind == "elementwise":
-                continue
-            seen.add(k.class_key)
-            for m in candidates(k, target, args.per_kernel):
-                mods.append(m)
-                labels.append(f"{model}:{k.name}:{k.kind}")
+    spec, target = native_setup()
+    mods, labels = sample_candidates(args.models.split(","), target, args.per_kernel,
+                                     keep_kind=lambda kind: kind != "elementwise")
     settings = MeasureSettings(repeat=5, min_repeat_ms=4)
     classes = sorted({lbl.split(":")[-1] for lbl in labels})
     print(f"{len(mods)} candidates from {len({l.rsplit(':', 1)[0] for l in labels})} kernels, kinds {classes}")

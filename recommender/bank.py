@@ -17,7 +17,6 @@ import gzip
 import json
 import os
 import shutil
-import tempfile
 import time
 import zlib
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import SchedrecError
-from .fileio import discard_quietly, atomic_write_json
+from .fileio import atomic_write_json, replacing
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -179,16 +178,9 @@ def pack(work_dir: str, folder: Path) -> None:
         src = os.path.join(work_dir, name)
         if not os.path.exists(src):
             continue
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        os.close(fd)
-        try:
-            os.chmod(tmp, 0o644)
-            with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=9) as fout:
-                shutil.copyfileobj(fin, fout)
-            os.replace(tmp, folder / (name + ".gz"))
-        except BaseException:  # a failed or interrupted pack leaves the previous file in place
-            discard_quietly(tmp)
-            raise
+        with replacing(str(folder / (name + ".gz"))) as tmp, open(src, "rb") as fin, \
+                gzip.open(tmp, "wb", compresslevel=9) as fout:
+            shutil.copyfileobj(fin, fout)
 
 
 def unpack(folder: Path, work_dir: str) -> None:

@@ -219,7 +219,7 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
                             "(use --models to restrict the target models)")
     out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / "transfer"
     models = [m for m in (args.models or "").split(",") if m] or None
-    s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap if args.cap else 48,
+    s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=models, settings=MeasureSettings(repeat=args.repeat),
                   anchor_fallback=not args.no_anchor_fallback)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",

@@ -4,24 +4,26 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 
 from .errors import SchedrecError
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a partial one."""
+@contextmanager
+def replacing(path: str) -> Iterator[str]:
+    """Yield a temporary path beside `path` to write; on success it is renamed over `path`, on any failure
+    or interruption it is removed and `path` is left as it was. OS errors become one-line SchedrecErrors."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     except OSError as err:
         raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
+    os.close(fd)
     try:
         os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except OSError as err:
         discard_quietly(tmp)
@@ -29,6 +31,14 @@ def atomic_write_text(path: str, text: str) -> None:
     except BaseException:  # interrupted: leave the old file, not a temporary one
         discard_quietly(tmp)
         raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a partial one."""
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def discard_quietly(tmp: str) -> None:

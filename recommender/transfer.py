@@ -17,12 +17,12 @@ from pathlib import Path
 from .bank import BankError, locked, wait_while_paused
 from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
 from .fileio import atomic_write_json
-from .transfer_data import kernel_rows, read_rows, write_rows
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
 from .model_import import import_model
 from .target import TargetSpec
+from .transfer_data import kernel_rows, read_rows, write_rows
 
 
 @dataclass

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import statistics
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 from .bank import BankError, read_json_lines
-from .errors import SchedrecError
-from .fileio import discard_quietly
+from .fileio import replacing
 
 REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
 
@@ -42,24 +39,9 @@ def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -
 
 def write_rows(path: Path, rows: list[dict]) -> None:
     """Write rows as gzipped JSON lines, atomically (readers see the old file or the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    except OSError as err:
-        raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o644)
-        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as f:
-            for row in rows:
-                f.write(json.dumps(row, separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    except OSError as err:
-        discard_quietly(tmp)
-        raise SchedrecError(f"cannot write {path}: {err.strerror}") from err
-    except BaseException:
-        discard_quietly(tmp)
-        raise
+    with replacing(str(path)) as tmp, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as f:
+        for row in rows:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
 
 
 def read_rows(path: Path) -> list[dict]:
