@@ -64,11 +64,12 @@ def locked(folder: Path, what: str) -> Iterator[None]:
 
 
 # -- reading --------------------------------------------------------------------------------------
-def _open_text(path: Path):
+def _open_text(path: str | Path):
+    path = Path(path)
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def read_json_lines(path: Path, what: str = "bank file") -> list:
+def read_json_lines(path: str | Path, what: str = "bank file") -> list:
     """The JSON values of a (possibly gzipped) one-value-a-line file; clear errors on damage."""
     try:
         with _open_text(path) as f:

@@ -84,6 +84,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _statuses(text: str) -> tuple[str, ...]:
+    from .transfer_data import FAILURE_STATUSES
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [n for n in names if n not in FAILURE_STATUSES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown status {', '.join(unknown) or repr(text)}; "
+                                         f"one or more of {', '.join(FAILURE_STATUSES)}")
+    return names
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -187,7 +197,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
     report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n or 1, exclude_models=exclude,
                                cap=args.cap, settings=MeasureSettings(repeat=args.repeat),
-                               anchor_fallback=not args.no_anchor_fallback)
+                               anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
     rows = []
     for k in report["kernels"]:
         chosen = k["chosen"]
@@ -221,7 +231,7 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
     models = [m for m in (args.models or "").split(",") if m] or None
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=models, settings=MeasureSettings(repeat=args.repeat),
-                  anchor_fallback=not args.no_anchor_fallback)
+                  anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
              str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]
@@ -270,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-anchor-fallback", action="store_true",
                    help="do not fall back to same-anchor donors with another epilogue where a class has none")
     r.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
+    r.add_argument("--remeasure", type=_statuses, default=(), metavar="STATUS[,STATUS]",
+                   help="when resuming, measure again the kernels with a candidate of these statuses "
+                        "(e.g. wrong_result after a fix to the check)")
     r.add_argument("--out", metavar="DIR", help="output folder (default: out/replay/<model>)")
     r.set_defaults(func=cmd_replay)
 

@@ -5,6 +5,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from .errors import SchedrecError
@@ -50,3 +51,10 @@ def discard_quietly(tmp: str) -> None:
 
 def atomic_write_json(path: str, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """A path as written into shipped reports: relative to the repository when inside it, else absolute."""
+    p = Path(path).resolve()
+    root = Path(__file__).resolve().parents[1]
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from .bank import BankError, locked, wait_while_paused
 from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
-from .fileio import atomic_write_json
+from .fileio import atomic_write_json, display_path
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
 from .model_import import import_model
 from .target import TargetSpec
-from .transfer_data import kernel_rows, read_rows, write_rows
+from .transfer_data import drop_kernels_with, kernel_rows, read_rows, write_rows
 
 
 @dataclass
@@ -194,8 +194,10 @@ def _fill_database(choices: list[KernelChoice], target: object, db_dir: Path) ->
 
 def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
                       exclude_models: tuple[str, ...] = (), cap: int | None = None,
-                      settings: MeasureSettings | None = None, anchor_fallback: bool = True) -> dict:
-    """Transfer-tune a model by exhaustive replay of the bank; returns (and writes) the report."""
+                      settings: MeasureSettings | None = None, anchor_fallback: bool = True,
+                      remeasure: tuple[str, ...] = ()) -> dict:
+    """Transfer-tune a model by exhaustive replay of the bank; returns (and writes) the report. A resumed
+    run measures again the kernels that have a candidate whose status is in `remeasure`."""
     from tqdm import tqdm
 
     from .tvm_setup import load_tensor_intrinsics
@@ -218,6 +220,11 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         _check_run(out_dir / "run.json", run)
         rows_path = out_dir / "candidates.jsonl.gz"
         rows = read_rows(rows_path) if rows_path.exists() else []
+        rows, again = drop_kernels_with(rows, remeasure)
+        if again:
+            write_rows(rows_path, rows)
+            print(f"measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})",
+                  file=sys.stderr)
         done: dict[str, list[dict]] = {}
         for r in rows:
             done.setdefault(r["target_kernel"], []).append(r)
@@ -242,7 +249,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     transferable = sum(c.kernel.total_flops for c in choices if c.valid)
     by_class = sum(c.kernel.total_flops for c in choices if c.valid and c.match == CLASS)
     report = {
-        "model": model.name, "spec": spec, "target_key": target.key, "bank": str(bank_dir),
+        "model": model.name, "spec": spec, "target_key": target.key, "bank": display_path(bank_dir),
         "bank_models": index.models, "excluded_models": list(exclude), "top_n": top_n, "cap": cap,
         "anchor_fallback": anchor_fallback,
         "kernels": [c.to_json() for c in choices],

@@ -19,6 +19,9 @@ from .bank import BankError, read_json_lines
 from .fileio import replacing
 
 REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
+# why a candidate has no latency (recommender.replay and recommender.measure name them)
+FAILURE_STATUSES = ("replay_error", "postproc_failure", "build_error", "runtime_error", "timeout", "crash",
+                    "wrong_result")
 
 
 def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -> list[dict]:
@@ -51,6 +54,13 @@ def read_rows(path: Path) -> list[dict]:
         if not isinstance(row, dict) or any(f not in row for f in REQUIRED):
             raise BankError(f"corrupt transfer-matrix file {path}, row {n}: expected an object with {', '.join(REQUIRED)}")
     return rows
+
+
+def drop_kernels_with(rows: list[dict], statuses: tuple[str, ...]) -> tuple[list[dict], list[str]]:
+    """The rows without every kernel that has a candidate of one of `statuses`, and those kernels' names:
+    a resumed run then measures them again (after a fix to the replay, the build or the check)."""
+    again = {r["target_kernel"] for r in rows if r["status"] in statuses}
+    return [r for r in rows if r["target_kernel"] not in again], sorted(again)
 
 
 def kernel_stats(rows: list[dict]) -> dict:
@@ -94,6 +104,10 @@ def summarize(rows: list[dict]) -> dict:
             "default_over_best": med([k["default_s"] / min(k["valid_s"]) for k in with_valid if k["default_s"]]),
             "best_over_tuned": med([min(k["valid_s"]) / k["tuned_s"] for k in with_valid if k["tuned_s"]]),
             "rank0_best_over_best": med([min(k["rank0_s"]) / min(k["valid_s"]) for k in with_valid if k["rank0_s"]]),
+            # kernels where the original transfer-tuning pool (rank-0 records only) misses the best by > 5%
+            "share_rank0_misses_best": round(sum(1 for k in with_valid if not k["rank0_s"] or
+                                                 min(k["rank0_s"]) > 1.05 * min(k["valid_s"])) / len(with_valid), 3)
+            if with_valid else None,
         }
 
     return {"all": stats([k for ks in per_model.values() for k in ks]),

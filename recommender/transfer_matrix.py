@@ -14,12 +14,12 @@ from pathlib import Path
 
 from .bank import BankError, locked, wait_while_paused
 from .candidates import BankIndex
-from .fileio import atomic_write_json
+from .fileio import atomic_write_json, display_path
 from .kernels import kernel_from_mod
 from .measure import MeasureSettings, Measurer
 from .target import TargetSpec
 from .transfer import transfer_kernel
-from .transfer_data import kernel_rows, read_rows, summarize, write_rows
+from .transfer_data import drop_kernels_with, kernel_rows, read_rows, summarize, write_rows
 
 
 def matrix_file(out_dir: Path, model: str) -> Path:
@@ -28,8 +28,10 @@ def matrix_file(out_dir: Path, model: str) -> Path:
 
 def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
               models: list[str] | None = None, settings: MeasureSettings | None = None,
-              anchor_fallback: bool = True, log=lambda msg: print(msg, file=sys.stderr)) -> dict:
-    """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`)."""
+              anchor_fallback: bool = True, remeasure: tuple[str, ...] = (),
+              log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+    """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
+    Kernels with a candidate whose status is in `remeasure` are measured again."""
     from tqdm import tqdm
 
     from .tvm_setup import load_tensor_intrinsics
@@ -50,6 +52,10 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
             for model in todo_models:
                 path = matrix_file(out_dir, model)
                 rows = read_rows(path) if path.exists() else []
+                rows, again = drop_kernels_with(rows, remeasure)
+                if again:
+                    write_rows(path, rows)
+                    log(f"{model}: measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})")
                 done = {r["target_kernel"] for r in rows}
                 todo = [bk for bk in index.kernels[model] if bk.name not in done]
                 if not todo:
@@ -63,7 +69,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                     write_rows(path, rows)
                 log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {path}")
     rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
-    summary = {"bank": str(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
+    summary = {"bank": display_path(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
                "cap": cap, "anchor_fallback": anchor_fallback, "measurer": settings_json, "rows": len(rows),
                **summarize(rows)}
     atomic_write_json(str(out_dir / "summary.json"), summary)

@@ -94,3 +94,30 @@ def test_correctness_check_catches_a_wrong_kernel_and_passes_real_schedules(meas
         scheduled.append(sch.mod)
     results = measurer.measure(scheduled, reference=as_mod(matmul64))
     assert [r.status for r in results] == [OK, OK, OK]
+
+
+def test_tolerance_allows_rounding_where_sums_cancel_but_not_a_wrong_region():
+    """What the matrix showed on GoogLeNet convs: 1-2 of 600k outputs near a ReLU's threshold differ by 0.09
+    while the largest output is 1e5 (another summation order); a wrong pad border differs in 2% of them."""
+    import numpy as np
+
+    from recommender.measure.worker import close_enough
+    rng = np.random.default_rng(0)
+    ref = np.maximum(rng.normal(0, 2e4, 600_000), 0).astype("float32")
+    ref[0] = 1e5
+    near_zero = ref.copy()
+    near_zero[[10, 20]] += 0.09
+    assert close_enough(near_zero, ref, "float32")[0]
+    rounding = ref * (1 + 1e-6)
+    assert close_enough(rounding, ref, "float32")[0]
+    border = ref.copy()
+    border[:12_000] += 1.0
+    assert not close_enough(border, ref, "float32")[0]
+    one_big = ref.copy()
+    one_big[5] += 10.0  # beyond 1e-5 of the largest output
+    assert not close_enough(one_big, ref, "float32")[0]
+    small = np.array([1.0, 0.0, -2.0], "float32")
+    assert not close_enough(small + np.array([0, 0.01, 0], "float32"), small, "float32")[0]  # no allowance
+    assert not close_enough(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), "float32")[0]
+    assert close_enough(np.array([np.inf, 1.0]), np.array([np.inf, 1.0]), "float32")[0]
+    assert not close_enough(np.array([3, 1], "int32"), np.array([3, 2], "int32"), "int32")[0]

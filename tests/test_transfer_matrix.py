@@ -84,6 +84,34 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, tmp_path):
     assert not (out / "wide.jsonl.gz").exists()
 
 
+def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, tmp_path, capsys):
+    out = tmp_path / "transfer"
+    argv = ["--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
+            "--repeat", "2"]
+    assert _cli(*argv) == 0
+    path = out / "narrow.jsonl.gz"
+    rows = read_rows(path)
+    kernels = list(dict.fromkeys(r["target_kernel"] for r in rows))
+    flagged = kernels[0]
+    marked = [dict(r, status="wrong_result", latency_s=None, costs=[], error="WrongResult: as if an old check")
+              if r["target_kernel"] == flagged and r["match"] != "default" else r for r in rows]
+    with gzip.open(path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in marked)
+    assert _cli(*argv) == 0  # a plain resume keeps them
+    assert read_rows(path) == marked
+    assert _cli(*argv, "--remeasure", "wrong_result,crash") == 0
+    assert "measuring 1 kernels again" in capsys.readouterr().err
+    again = read_rows(path)
+    others = [r for r in marked if r["target_kernel"] != flagged]
+    assert again[:len(others)] == others  # the other kernels are not measured again
+    redone = again[len(others):]
+    assert {r["target_kernel"] for r in redone} == {flagged}
+    assert not any(r["error"] == "WrongResult: as if an old check" for r in redone)
+    with pytest.raises(SystemExit) as exit_:
+        _cli(*argv, "--remeasure", "slow")
+    assert exit_.value.code == 2 and "unknown status slow" in capsys.readouterr().err
+
+
 def test_all_pairs_bad_input(bank2, tmp_path, capsys):
     out = tmp_path / "transfer"
     assert _cli("--all-pairs", "--models", "nope", "--bank", str(bank2), "--out", str(out)) == 2

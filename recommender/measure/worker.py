@@ -102,15 +102,44 @@ def _load(payload: dict) -> tuple[object, object]:
     return lib, remote.cpu()
 
 
-_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-3, 1e-4), "float64": (1e-7, 1e-9)}
+# (elementwise rtol, atol, share of the output's largest magnitude) by dtype. The last term is for reductions:
+# another summation order moves a result by rounding error of the size of its terms, which shows where
+# terms cancel (an output near zero, or at a ReLU's threshold) and is then scaled by the epilogue. Only a
+# few such elements (1 in 10^4) may use it; a schedule that is wrong (a border, a tile) fails many more.
+_TOLERANCE = {"float16": (1e-2, 1e-2, 1e-3), "bfloat16": (2e-2, 2e-2, 1e-2), "float32": (1e-3, 1e-4, 1e-5),
+              "float64": (1e-7, 1e-9, 1e-12)}
+_CANCELLATION_SHARE = 1e-4
+
+
+def close_enough(x: object, y: object, dtype: str) -> tuple[bool, float]:
+    """Whether candidate output `x` matches reference `y` within the dtype's tolerance, and the worst
+    absolute difference. Integers must match exactly; NaNs and infinities must sit in the same places."""
+    import numpy as np
+    rtol, atol, scale_share = _TOLERANCE.get(dtype, (0.0, 0.0, 0.0))
+    x64, y64 = np.asarray(x, dtype="float64").ravel(), np.asarray(y, dtype="float64").ravel()
+    finite = np.isfinite(y64)
+    if not np.array_equal(x64[~finite], y64[~finite], equal_nan=True):
+        return False, float("nan")
+    x64, y64 = x64[finite], y64[finite]
+    if x64.size == 0:
+        return True, 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(x64 - y64)
+    diff[np.isnan(diff)] = np.inf
+    worst = float(diff.max())
+    off = diff > atol + rtol * np.abs(y64)
+    if not off.any():
+        return True, worst
+    scale = float(np.abs(y64).max())
+    ok = int(off.sum()) <= int(_CANCELLATION_SHARE * diff.size) and bool(np.all(diff[off] <= scale_share * scale))
+    return ok, worst
 
 
 def _check(lib: object, payload: dict, dev: object) -> None:
     """Compare the candidate with the reference library on the same random arguments; raise on mismatch.
 
     Every argument buffer is compared after the call (inputs stay equal, outputs must match), so which
-    arguments are outputs need not be known. Tolerance by dtype; integers must match exactly."""
-    import numpy as np
+    arguments are outputs need not be known."""
     import tvm
     ref = tvm.runtime.load_module(payload["reference_path"])
     seed = payload.get("seed", 0) + 1
@@ -119,10 +148,8 @@ def _check(lib: object, payload: dict, dev: object) -> None:
     lib["main"](*ours)
     ref["main"](*theirs)
     for i, (a, b, (_, dtype)) in enumerate(zip(ours, theirs, payload["args_info"])):
-        x, y = a.numpy(), b.numpy()
-        rtol, atol = _TOLERANCE.get(dtype, (0.0, 0.0))
-        if not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
-            worst = float(np.max(np.abs(x.astype("float64") - y.astype("float64"))))
+        ok, worst = close_enough(a.numpy(), b.numpy(), dtype)
+        if not ok:
             raise WrongResult(f"argument {i} differs from the reference (max abs diff {worst:.3g})")
 
 
