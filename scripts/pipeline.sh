@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything this CPU's shipped data needs, in order, each step resumable (rerun after a kill and it
 # continues where it stopped). Keep the machine otherwise idle while it measures; `touch
-# models/<key>/bank/PAUSE` makes the bank tuner wait between kernels.
+# models/<key>/bank/PAUSE` makes the bank tuner wait between kernels. SKIP_BANK=1 skips step 1 (a complete
+# bank only re-imports its models there). Steps 2 and 3 measure again the kernels that have a
+# `wrong_result` candidate (the correctness check was made tolerant of rounding where sums cancel).
 #   1. the bank (scripts/tune_bank.sh, SKIP_REFERENCE=1)
 #   2. the transfer matrix: leave-one-model-out replay over the bank (top 3 records per source kernel,
 #      at most 48 candidates per kernel) -> models/<key>/transfer/
@@ -14,18 +16,21 @@ KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(n
 HELDOUT=${HELDOUT:-resnet50 mobilenet_v2 bert_base convnext_tiny}
 step() { echo "== $(date -u +%FT%TZ) $*"; }
 
-step bank
-SKIP_REFERENCE=1 scripts/tune_bank.sh
+if [ -z "${SKIP_BANK:-}" ]; then
+  step bank
+  SKIP_REFERENCE=1 scripts/tune_bank.sh
+fi
 step transfer matrix
-.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48
+.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48 --remeasure wrong_result
 for m in $HELDOUT; do
   if [ ! -f "models/$KEY/heldout/$m/report.json" ]; then
     step "held-out replay $m"
-    .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m"
+    .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m" \
+      --remeasure wrong_result
   fi
 done
 step references
-SKIP_BANK=1 scripts/tune_bank.sh
+SKIP_BANK=1 SKIP_REFERENCE= scripts/tune_bank.sh
 step latency table and card
 .venv/bin/python scripts/latency_table.py
 .venv/bin/python scripts/transfer_figures.py
