@@ -11,6 +11,7 @@ from .kernels import Kernel, extract_kernels, flop_shares
 from .measure import MeasureSettings, Measurer
 from .model_import import import_model
 from .target import TargetSpec
+from .stopping import native_section
 
 
 def _quiet_metaschedule() -> None:
@@ -109,9 +110,10 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                                              population_size=population_size),
                                          task_name=k.name,
                                          num_threads=int(target.config.get("num-cores", 1)))
-                    ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
-                                  num_trials_per_iter=min(trials_per_iter, remaining), builder=builder,
-                                  runner=runner, database=db, cost_model="xgb")
+                    with native_section():  # a stop signal in here ends the process (see stopping.py)
+                        ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
+                                      num_trials_per_iter=min(trials_per_iter, remaining), builder=builder,
+                                      runner=runner, database=db, cost_model="xgb")
                     entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
                     n, valid, best = _kernel_records(db, k.mod)
                 entry.update(status="done", trials=n, valid=valid, best_s=best)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 
@@ -328,17 +329,30 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an exception so that workers are closed and locks released on the way out."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated()
+_stopped_by: list[int] = []  # the signal that stopped this run, if any
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    from .stopping import hard_stop, in_native_section
+    _stopped_by.append(signum)
+    if in_native_section():
+        hard_stop(signum)  # does not return
+    raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _stopped(signum: int) -> int:
+    from .stopping import exit_code, stop_message
+    print(stop_message(signum == signal.SIGTERM), file=sys.stderr)
+    return exit_code(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch/transformers deprecation chatter
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    _stopped_by.clear()
+    previous = signal.signal(signal.SIGTERM, _on_signal), signal.signal(signal.SIGINT, _on_signal)
     try:
         return args.func(args)
     except SchedrecError as err:
@@ -347,10 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedrec: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        what = "terminated" if isinstance(err, _Terminated) else "interrupted"
-        print(f"schedrec: {what}; what was finished is saved, run the same command again to resume",
-              file=sys.stderr)
-        return 143 if isinstance(err, _Terminated) else 130
+        return _stopped(signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT)
     except OSError as err:  # a folder that cannot be created or written, a full disk
         if args.debug:
             traceback.print_exc()
@@ -358,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedrec: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
     except Exception as err:  # an unexpected failure: one line unless --debug
+        if _stopped_by:  # the signal's exception came back wrapped by TVM (raised inside a tuning callback)
+            return _stopped(_stopped_by[0])
         if args.debug:
             traceback.print_exc()
         msg = str(err).strip().splitlines()
@@ -365,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 if __name__ == "__main__":

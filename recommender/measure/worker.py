@@ -191,11 +191,15 @@ def serve(conn: object) -> None:
         if op == "exit":
             return
         try:
-            conn.send(("ok", _OPS[op](payload)))
+            reply = ("ok", _OPS[op](payload))
         except Exception as err:  # reported to the parent, which records the reason
             lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
             msg = lines[-1] if lines else type(err).__name__
-            conn.send(("error", f"{type(err).__name__}: {msg}"[:2000] + "\n" + traceback.format_exc(limit=3)[-1500:]))
+            reply = ("error", f"{type(err).__name__}: {msg}"[:2000] + "\n" + traceback.format_exc(limit=3)[-1500:])
+        try:
+            conn.send(reply)
+        except OSError:  # the parent has gone (stopped or killed): nothing to report to
+            return
 
 
 def main() -> None:
