@@ -2,8 +2,9 @@
 # Everything this CPU's shipped data needs, in order, each step resumable (rerun after a kill and it
 # continues where it stopped). Keep the machine otherwise idle while it measures; `touch
 # models/<key>/bank/PAUSE` makes the bank tuner wait between kernels. SKIP_BANK=1 skips step 1 (a complete
-# bank only re-imports its models there). Steps 2 and 3 measure again the kernels that have a
-# `wrong_result` candidate (the correctness check was made tolerant of rounding where sums cancel).
+# bank only re-imports its models there). (Steps 2 and 3 were run once with `--remeasure wrong_result` after
+# the correctness check was made tolerant of rounding where sums cancel; real wrong results remain, so the
+# option is not repeated here.)
 #   1. the bank (scripts/tune_bank.sh, SKIP_REFERENCE=1)
 #   2. the transfer matrix: leave-one-model-out replay over the bank (top 3 records per source kernel,
 #      at most 48 candidates per kernel) -> models/<key>/transfer/
@@ -21,12 +22,11 @@ if [ -z "${SKIP_BANK:-}" ]; then
   SKIP_REFERENCE=1 scripts/tune_bank.sh
 fi
 step transfer matrix
-.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48 --remeasure wrong_result
+.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48
 for m in $HELDOUT; do
   if [ ! -f "models/$KEY/heldout/$m/report.json" ]; then
     step "held-out replay $m"
-    .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m" \
-      --remeasure wrong_result
+    .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m"
   fi
 done
 step references
