@@ -22,7 +22,7 @@ from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
 from .model_import import import_model
 from .target import TargetSpec
-from .transfer_data import drop_kernels_with, kernel_rows, read_rows, write_rows
+from .transfer_data import kernel_rows, rows_to_resume, write_rows
 
 
 @dataclass
@@ -219,12 +219,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     with locked(out_dir, f"replay {spec}"):
         _check_run(out_dir / "run.json", run)
         rows_path = out_dir / "candidates.jsonl.gz"
-        rows = read_rows(rows_path) if rows_path.exists() else []
-        rows, again = drop_kernels_with(rows, remeasure)
-        if again:
-            write_rows(rows_path, rows)
-            print(f"measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})",
-                  file=sys.stderr)
+        rows = rows_to_resume(rows_path, remeasure, lambda msg: print(msg, file=sys.stderr))
         done: dict[str, list[dict]] = {}
         for r in rows:
             done.setdefault(r["target_kernel"], []).append(r)

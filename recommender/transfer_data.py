@@ -14,14 +14,17 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 from .bank import BankError, read_json_lines
 from .fileio import replacing
+from .measure.measurer import BUILD_ERROR, CRASH, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT
+from .replay import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_ERROR
 
 REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
-# why a candidate has no latency (recommender.replay and recommender.measure name them)
-FAILURE_STATUSES = ("replay_error", "postproc_failure", "build_error", "runtime_error", "timeout", "crash",
-                    "wrong_result")
+# why a candidate has no latency
+FAILURE_STATUSES = (CLASS_MISMATCH, REPLAY_ERROR, POSTPROC_FAILURE, BUILD_ERROR, RUNTIME_ERROR, TIMEOUT, CRASH,
+                    WRONG_RESULT)
 
 
 def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -> list[dict]:
@@ -56,11 +59,17 @@ def read_rows(path: Path) -> list[dict]:
     return rows
 
 
-def drop_kernels_with(rows: list[dict], statuses: tuple[str, ...]) -> tuple[list[dict], list[str]]:
-    """The rows without every kernel that has a candidate of one of `statuses`, and those kernels' names:
-    a resumed run then measures them again (after a fix to the replay, the build or the check)."""
-    again = {r["target_kernel"] for r in rows if r["status"] in statuses}
-    return [r for r in rows if r["target_kernel"] not in again], sorted(again)
+def rows_to_resume(path: Path, remeasure: tuple[str, ...], log: Callable[[str], None]) -> list[dict]:
+    """The rows a resumed run keeps from `path` (none if it does not exist yet). Every kernel that has a
+    candidate whose status is in `remeasure` is dropped from the file, so the run measures it again (after a
+    fix to the replay, the build or the check)."""
+    rows = read_rows(path) if path.exists() else []
+    again = {r["target_kernel"] for r in rows if r["status"] in remeasure}
+    if again:
+        rows = [r for r in rows if r["target_kernel"] not in again]
+        write_rows(path, rows)
+        log(f"{path.name}: measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})")
+    return rows
 
 
 def kernel_stats(rows: list[dict]) -> dict:

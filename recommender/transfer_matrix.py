@@ -19,7 +19,7 @@ from .kernels import kernel_from_mod
 from .measure import MeasureSettings, Measurer
 from .target import TargetSpec
 from .transfer import transfer_kernel
-from .transfer_data import drop_kernels_with, kernel_rows, read_rows, summarize, write_rows
+from .transfer_data import kernel_rows, read_rows, rows_to_resume, summarize, write_rows
 
 
 def matrix_file(out_dir: Path, model: str) -> Path:
@@ -51,11 +51,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
         with Measurer(target.config, settings) as measurer:
             for model in todo_models:
                 path = matrix_file(out_dir, model)
-                rows = read_rows(path) if path.exists() else []
-                rows, again = drop_kernels_with(rows, remeasure)
-                if again:
-                    write_rows(path, rows)
-                    log(f"{model}: measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})")
+                rows = rows_to_resume(path, remeasure, log)
                 done = {r["target_kernel"] for r in rows}
                 todo = [bk for bk in index.kernels[model] if bk.name not in done]
                 if not todo:

@@ -3,22 +3,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-
-import onnx
-from onnx import TensorProto, helper
 
 from recommender.cli import main
 
-
-def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
-                          timeout=600)
+from .cli_helpers import run_cli, single_op_onnx
 
 
 def test_help_lists_commands():
-    out = _run_cli("--help")
+    out = run_cli("--help")
     assert out.returncode == 0
     for cmd in ("kernels", "zoo", "target"):
         assert cmd in out.stdout
@@ -38,20 +30,13 @@ def test_kernels_table_and_json(onnx_file, tmp_path, capsys):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
 
 
-def _celu_onnx(path: str) -> None:
-    node = helper.make_node("Celu", ["x"], ["y"], alpha=1.0)
-    graph = helper.make_graph([node], "celu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def test_bad_inputs_give_one_line_errors(tmp_path):
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"\x00\x01 this is not a protobuf \xff" * 10)
     not_pt2 = tmp_path / "text.pt2"
     not_pt2.write_text("hello")
     celu = tmp_path / "celu.onnx"
-    _celu_onnx(str(celu))
+    single_op_onnx(celu, "Celu", alpha=1.0)
     cases = [
         (["kernels", str(tmp_path / "missing.onnx")], "model file not found"),
         (["kernels", str(garbage)], "not a valid ONNX model"),
@@ -64,7 +49,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
     (tmp_path / "model.bin").write_text("x")
     cases.append((["kernels", str(tmp_path / "model.bin")], "unrecognised model spec"))
     for argv, message in cases:
-        out = _run_cli(*argv)
+        out = run_cli(*argv)
         assert out.returncode == 2, (argv, out.stderr)
         err_lines = [ln for ln in out.stderr.splitlines() if ln.startswith("schedrec:")]
         assert len(err_lines) == 1 and message in err_lines[0], (argv, out.stderr)
@@ -72,16 +57,12 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
 
 
 def test_debug_flag_shows_the_traceback(tmp_path):
-    out = _run_cli("--debug", "kernels", str(tmp_path / "missing.onnx"))
+    out = run_cli("--debug", "kernels", str(tmp_path / "missing.onnx"))
     assert out.returncode == 2 and "Traceback" in out.stderr
 
 
 def test_model_without_tunable_kernel(tmp_path, capsys):
     """An ONNX graph that only passes its input through has nothing to tune: a clear error."""
-    node = helper.make_node("Identity", ["x"], ["y"])
-    graph = helper.make_graph([node], "ident", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    path = tmp_path / "ident.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    assert main(["kernels", str(path)]) == 2
+    path = single_op_onnx(tmp_path / "ident.onnx", "Identity")
+    assert main(["kernels", path]) == 2
     assert "has no tunable kernel" in capsys.readouterr().err

@@ -5,26 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from recommender.bank import repo_models_dir
 from recommender.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _onnx(path: Path, op: str) -> str:
-    node = helper.make_node(op, ["x"], ["y"])
-    graph = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
+from .cli_helpers import assert_one_line_error, run_cli, single_op_onnx, without_root_file_access
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +24,8 @@ def bad_models(tmp_path_factory) -> dict[str, tuple[str, str]]:
     return {
         "missing": (str(d / "missing.onnx"), "model file not found"),
         "not_a_model": (str(garbage), "not a valid ONNX model"),
-        "unsupported_op": (_onnx(d / "celu.onnx", "Celu"), "not supported by the TVM Relax frontend: Celu"),
-        "no_tunable_kernel": (_onnx(d / "ident.onnx", "Identity"), "has no tunable kernel"),
+        "unsupported_op": (single_op_onnx(d / "celu.onnx", "Celu"), "not supported by the TVM Relax frontend: Celu"),
+        "no_tunable_kernel": (single_op_onnx(d / "ident.onnx", "Identity"), "has no tunable kernel"),
         "unknown_zoo": ("zoo:resnet1000", "unknown zoo model 'resnet1000'"),
     }
 
@@ -50,18 +38,12 @@ def _commands(spec: str, work: Path) -> dict[str, list[str]]:
     }
 
 
-def _assert_one_line_error(code: int, err: str, message: str) -> None:
-    lines = [ln for ln in err.splitlines() if ln.startswith("schedrec")]
-    assert code == 2, err
-    assert len(lines) == 1 and message in lines[0], err
-
-
 @pytest.mark.parametrize("bad", ["missing", "not_a_model", "unsupported_op", "no_tunable_kernel", "unknown_zoo"])
 @pytest.mark.parametrize("command", ["kernels", "replay", "bank tune"])
 def test_bad_models_are_refused_by_every_command(bad, command, bad_models, tmp_path, capsys):
     spec, message = bad_models[bad]
     code = main(_commands(spec, tmp_path)[command])
-    _assert_one_line_error(code, capsys.readouterr().err, message)
+    assert_one_line_error(code, capsys.readouterr().err, message)
     assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())  # no output folder left behind
 
 
@@ -71,7 +53,7 @@ def test_bad_models_are_refused_by_every_command(bad, command, bad_models, tmp_p
 ])
 def test_a_target_that_is_not_a_cpu_is_refused_by_every_command(argv, capsys):
     code = main(argv + ["--target", '{"kind": "cuda"}'])
-    _assert_one_line_error(code, capsys.readouterr().err, "targets CPUs")
+    assert_one_line_error(code, capsys.readouterr().err, "targets CPUs")
 
 
 @pytest.fixture()
@@ -103,7 +85,7 @@ def test_a_truncated_bank_is_refused_by_every_reader(damaged_bank, onnx_file, tm
                  ["replay", "--all-pairs", "--bank", str(damaged_bank), "--out", str(out / "m")]):
         code = main(argv)
         err = capsys.readouterr().err
-        _assert_one_line_error(code, err, "corrupt or truncated")
+        assert_one_line_error(code, err, "corrupt or truncated")
         assert "database_tuning_record.json.gz" in err
     assert {p: p.read_bytes() for p in damaged_bank.rglob("*") if p.is_file()} == before  # left as it was
     assert not out.exists() or not any(out.rglob("*.jsonl.gz"))
@@ -115,17 +97,8 @@ def test_bank_import_of_a_damaged_work_dir(tmp_path, capsys):
     (work / "database_workload.json").write_text('["not a workload"\n')
     (work / "database_tuning_record.json").write_text("")
     code = main(["bank", "import", str(work), "--name", "broken", "--bank", str(tmp_path / "bank")])
-    _assert_one_line_error(code, capsys.readouterr().err, "database_workload")
+    assert_one_line_error(code, capsys.readouterr().err, "database_workload")
     assert not (tmp_path / "bank" / "broken").exists()
-
-
-def _without_root_file_access() -> None:
-    """Drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH so that root, too, meets the folder's permissions."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
 
 
 @pytest.mark.parametrize("command", ["replay", "bank tune"])
@@ -136,8 +109,7 @@ def test_read_only_output_folders(command, onnx_file, small_bank, tmp_path):
     argv = {"replay": ["replay", "--model", onnx_file, "--bank", str(small_bank), "--out", str(ro / "r")],
             "bank tune": ["bank", "tune", "--models", onnx_file, "--bank", str(ro / "bank"),
                           "--trials-per-task", "8"]}[command]
-    out = subprocess.run([sys.executable, "-m", "recommender.cli", *argv], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT, preexec_fn=_without_root_file_access if os.getuid() == 0 else None)
-    _assert_one_line_error(out.returncode, out.stderr, "Permission denied")
-    assert str(ro) in out.stderr and "Traceback" not in out.stderr
+    out = run_cli(*argv, preexec=without_root_file_access if os.getuid() == 0 else None)
+    assert_one_line_error(out.returncode, out.stderr, "Permission denied")
+    assert str(ro) in out.stderr
     assert os.listdir(ro) == []

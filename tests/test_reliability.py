@@ -9,7 +9,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,11 @@ from recommender.bank import BankError, read_records
 from recommender.replay import ReplayFailure, replay_anchor_trace, replay_trace
 from recommender.transfer_data import read_rows
 
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
-                          timeout=600, preexec_fn=preexec, cwd=ROOT)
+from .cli_helpers import assert_one_line_error, run_cli, without_root_file_access
 
 
 def _one_line_error(out: subprocess.CompletedProcess, message: str) -> None:
-    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("schedrec")]
-    assert out.returncode == 2, out.stderr
-    assert len(lines) == 1 and message in lines[0], out.stderr
-    assert "Traceback" not in out.stderr
+    assert_one_line_error(out.returncode, out.stderr, message)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -45,17 +35,7 @@ def _one_line_error(out: subprocess.CompletedProcess, message: str) -> None:
     (["replay"], "give --model MODEL, or --all-pairs"),
 ])
 def test_bad_counts_and_missing_arguments(argv, message):
-    _one_line_error(_cli(*argv), message)
-
-
-def _without_root_file_access() -> None:
-    """Run as root would on a read-only folder: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
-    capability bounding set before exec, so file permissions apply to the child."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+    _one_line_error(run_cli(*argv), message)
 
 
 def test_read_only_output_folder(onnx_file, tmp_path):
@@ -63,8 +43,8 @@ def test_read_only_output_folder(onnx_file, tmp_path):
     ro.mkdir()
     os.chmod(tmp_path, 0o755)
     os.chmod(ro, 0o555)
-    out = _cli("kernels", onnx_file, "--json", str(ro / "sub" / "k.json"),
-               preexec=_without_root_file_access if os.getuid() == 0 else None)
+    out = run_cli("kernels", onnx_file, "--json", str(ro / "sub" / "k.json"),
+               preexec=without_root_file_access if os.getuid() == 0 else None)
     _one_line_error(out, "Permission denied")
     assert str(ro / "sub") in out.stderr
     assert os.listdir(ro) == []
@@ -79,7 +59,7 @@ def _small_disk() -> None:
 def test_full_disk_keeps_the_previous_file(onnx_file, tmp_path):
     target = tmp_path / "k.json"
     target.write_text('{"previous": true}\n')
-    out = _cli("kernels", onnx_file, "--json", str(target), preexec=_small_disk)
+    out = run_cli("kernels", onnx_file, "--json", str(target), preexec=_small_disk)
     _one_line_error(out, f"cannot write {target}")
     assert json.loads(target.read_text()) == {"previous": True}
     assert [p.name for p in tmp_path.iterdir()] == ["k.json"]  # no temporary file left behind

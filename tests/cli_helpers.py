@@ -1,0 +1,44 @@
+"""Shared by the command-line and reliability tests: running the CLI, checking its one-line errors, small
+ONNX models and a child process that meets file permissions even as root."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
+    """`schedrec ARGS` in a child process, from the repository root."""
+    return subprocess.run([sys.executable, "-m", "recommender.cli", *args], capture_output=True, text=True,
+                          timeout=600, preexec_fn=preexec, cwd=ROOT)
+
+
+def assert_one_line_error(code: int, err: str, message: str) -> None:
+    """Exit code 2, exactly one `schedrec...` line on stderr carrying `message`, no traceback."""
+    lines = [ln for ln in err.splitlines() if ln.startswith("schedrec")]
+    assert code == 2, err
+    assert len(lines) == 1 and message in lines[0], err
+    assert "Traceback" not in err
+
+
+def single_op_onnx(path: str | Path, op: str, **attrs: object) -> str:
+    """An ONNX model of one `op` node on a 1x4 float input; returns its path."""
+    import onnx
+    from onnx import TensorProto, helper
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def without_root_file_access() -> None:
+    """preexec_fn: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the capability bounding set before exec,
+    so that file permissions apply to the child even when the tests run as root."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
