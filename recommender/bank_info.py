@@ -4,6 +4,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from featurize.trace_schema import MalformedTrace, check_trace
+
 from .bank import (BankError, META_FILE, bank_models, locked, pack, read_meta, read_records, write_meta)
 
 
@@ -46,6 +48,12 @@ def import_workdir(work_dir: Path, bank_dir: Path, name: str, target_key: str, t
         packed = Path(scratch) / "packed"
         pack(str(work_dir), packed)
         workloads, records = read_records(packed)  # validates the files
+        for n, r in enumerate(records, 1):
+            try:
+                check_trace(r.trace_json)
+            except MalformedTrace as err:
+                raise BankError(f"record {n} of {work_dir / 'database_tuning_record.json'}: "
+                                f"malformed trace: {err}") from None
         kernels = {}
         for i, wjson in enumerate(workloads):
             try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from featurize.tir_structure import anchor_index, block_infos
 from featurize.trace_json import rename_blocks, strip_postproc
+from featurize.trace_schema import MalformedTrace, check_trace
 
 # failure reasons, shared with measurement records
 REPLAY_ERROR = "replay_error"
@@ -66,6 +67,7 @@ def postprocs_for(mod: object, target: object) -> list:
 def replay_trace(trace_json: list, source_mod: object, target_mod: object, target: object,
                  postprocs: list | None = None) -> Replayed:
     """Apply a source kernel's trace (JSON form) to `target_mod`; raises ReplayFailure with the reason."""
+    _check(trace_json)
     try:
         body = rename_blocks(strip_postproc(trace_json), block_mapping(source_mod, target_mod))
     except ReplayFailure:
@@ -73,6 +75,14 @@ def replay_trace(trace_json: list, source_mod: object, target_mod: object, targe
     except Exception as err:  # malformed trace JSON
         raise ReplayFailure(REPLAY_ERROR, f"malformed trace: {type(err).__name__}: {err}") from err
     return apply_replayed(body, target_mod, target, postprocs)
+
+
+def _check(trace_json: object) -> None:
+    """Refuse trace JSON that TVM would misread (it may crash the process rather than raise)."""
+    try:
+        check_trace(trace_json)
+    except MalformedTrace as err:
+        raise ReplayFailure(REPLAY_ERROR, f"malformed trace: {err}") from None
 
 
 def _postprocess(sch: object, target_mod: object, target: object, postprocs: list | None) -> Replayed:
@@ -96,6 +106,7 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
     rest), then the target's postprocessors. Raises ReplayFailure with the reason."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+    _check(trace_json)
     try:
         mapping = anchor_block_mapping(source_mod, target_mod)
         anchor_trace = _renamed_trace(strip_postproc(trace_json), source_mod, mapping)
@@ -115,6 +126,7 @@ def apply_replayed(trace_json: list, target_mod: object, target: object, postpro
     """Apply a trace written for `target_mod` (its block names, no postprocessing part), then the target's
     postprocessors; also rebuilds a recorded candidate's schedule without measuring it again."""
     from tvm.s_tir import Schedule, Trace
+    _check(trace_json)
     sch = Schedule(target_mod, debug_mask="all")
     try:
         Trace.apply_json_to_schedule(trace_json, sch)

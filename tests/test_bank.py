@@ -60,6 +60,14 @@ def test_info_and_import(bank, target, tmp_path, capsys):
         import_workdir(work, bank, "imported_cnn", target.key, target.config)
     with pytest.raises(BankError, match="not a MetaSchedule work dir"):
         import_workdir(tmp_path, bank, "x", target.key, target.config)
+    # a record whose trace TVM would misread (a decision index past the end) is refused, nothing filed
+    lines = (work / "database_tuning_record.json").read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec[1][0][1].append([len(rec[1][0][0]) + 100, 1])
+    (work / "database_tuning_record.json").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
+    with pytest.raises(BankError, match=r"record 1 of .*database_tuning_record.json: malformed trace: decision"):
+        import_workdir(work, bank, "bad_trace", target.key, target.config)
+    assert not (bank / "bad_trace").exists()
 
 
 def _copy_bank(bank: Path, dest: Path) -> Path:

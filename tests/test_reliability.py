@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from featurize.trace_schema import check_trace
 from recommender.bank import BankError, read_records
 from recommender.replay import ReplayFailure, replay_anchor_trace, replay_trace
 from recommender.transfer_data import read_rows
@@ -66,6 +67,28 @@ def test_full_disk_keeps_the_previous_file(onnx_file, tmp_path):
 
 
 # -- property-based: mutated inputs to every reader ----------------------------------------------------------
+def _in_child(fn) -> None:
+    """Run `fn` in a forked child: an assertion failing there fails here with its message, and a crash
+    (a signal) fails here as an ordinary assertion, so hypothesis shrinks and reports the example."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        os.close(r)
+        code = 0
+        try:
+            fn()
+        except BaseException as err:  # noqa: BLE001 - reported to the parent
+            os.write(w, f"{type(err).__name__}: {err}".encode()[:4000])
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        message = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the process died with signal {os.WTERMSIG(status)}"
+    assert os.WEXITSTATUS(status) == 0, message
+
+
 def _mutations(value):
     """Hypothesis strategy: the JSON value with one part replaced, dropped or duplicated."""
     scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
@@ -130,9 +153,7 @@ def test_mutated_traces_replay_or_fail_with_a_reason(tuned_matmul, target):
     kernel, trace = tuned_matmul
     tt = target.tvm()
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(_mutations(trace))
-    def check(mutated):
+    def replay_both(mutated) -> None:
         for replay in (replay_trace, replay_anchor_trace):
             try:
                 r = replay(mutated, kernel.mod, kernel.mod, tt)
@@ -141,7 +162,43 @@ def test_mutated_traces_replay_or_fail_with_a_reason(tuned_matmul, target):
             else:
                 assert r.sch is not None
 
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_mutations(trace))
+    def check(mutated):
+        _in_child(lambda: replay_both(mutated))
+
     check()
+
+
+def _set(value, path, new):
+    value = copy.deepcopy(value)
+    node = value
+    for i in path[:-1]:
+        node = node[i]
+    node[path[-1]] = new
+    return value
+
+
+def test_traces_that_crashed_tvm_are_refused_before_it_sees_them(tuned_matmul, target):
+    """Mutations that killed the process with SIGSEGV inside Trace.apply_json_to_schedule (found by the
+    fuzzing above, before featurize.trace_schema existed) now fail as malformed traces."""
+    kernel, trace = tuned_matmul
+    insts = trace[0]
+    tile = next(i for i, x in enumerate(insts) if x[0] == "SamplePerfectTile")
+    split = next(i for i, x in enumerate(insts) if x[0] == "Split")
+    crashers = {
+        "decision index past the end": _set(trace, (1, 0, 0), len(insts) + 1500),
+        "tile count attribute dropped": _set(trace, (0, tile, 2), [insts[tile][2][0]]),
+        "split attribute added": _set(trace, (0, split, 2), [True, False, False]),
+        "block name None": _set(trace, (0, 0, 2, 1), None),
+        "tile decision holding a list": _set(trace, (1, 0, 1, 1), []),
+    }
+    for what, mutated in crashers.items():
+        def refused(mutated=mutated):
+            with pytest.raises(ReplayFailure, match="malformed trace"):
+                replay_trace(mutated, kernel.mod, kernel.mod, target.tvm())
+        _in_child(refused)
+    check_trace(trace)  # the unmutated trace passes
 
 
 def _write_db(folder: Path, workload_lines: list, record_lines: list) -> None:
@@ -162,17 +219,20 @@ def test_mutated_database_lines_load_or_raise_bank_errors(tuned_matmul, target, 
     workload = [str(x) for x in workload]
     record = [0, [trace, [1e-4, 1.1e-4], {"kind": "llvm"}, [["TENSOR", "float32", [64, 64]]] * 3]]
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(_mutations([workload, record]))
-    def check(mutated):
-        folder = tmp_path_factory.mktemp("db") / "bank" / "m"
-        lines = mutated if isinstance(mutated, list) else [mutated]
-        _write_db(folder, lines[:1], lines[1:])
+    def load(folder: Path) -> None:
         try:
             read_records(folder)
             BankIndex(folder.parent)
         except BankError as err:
             assert str(err)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_mutations([workload, record]))
+    def check(mutated):
+        folder = tmp_path_factory.mktemp("db") / "bank" / "m"
+        lines = mutated if isinstance(mutated, list) else [mutated]
+        _write_db(folder, lines[:1], lines[1:])
+        _in_child(lambda: load(folder))
 
     check()
 

@@ -1,0 +1,69 @@
+"""The trace shape check: every shipped trace passes, malformed ones are refused with the place named."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from featurize.trace_schema import MalformedTrace, check_trace
+from recommender.bank import read_records, repo_models_dir
+
+SHIPPED = sorted(repo_models_dir().glob("*/bank/*/meta.json"))
+
+
+@pytest.mark.skipif(not SHIPPED, reason="no shipped bank in this checkout")
+def test_every_shipped_bank_trace_and_matrix_row_passes():
+    n = 0
+    for meta in SHIPPED:
+        _, records = read_records(meta.parent)
+        for r in records:
+            check_trace(r.trace_json)
+        n += len(records)
+    rows = 0
+    for path in repo_models_dir().glob("*/transfer/*.jsonl.gz"):
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                trace = json.loads(line).get("trace")
+                if trace:
+                    check_trace(trace)
+                    rows += 1
+    assert n > 1000 and rows > 1000
+
+
+GOOD = [[["GetSBlock", [], ["C", "main"], ["b0"]],
+         ["GetLoops", ["b0"], [], ["l1", "l2"]],
+         ["SamplePerfectTile", ["l1"], [2, 64], ["v3", "v4"]],
+         ["Split", ["l1", "v3", "v4"], [True, False], ["l5", "l6"]],
+         ["Annotate", ["b0", "\"SSR\""], ["meta_schedule.tiling_structure"], []]],
+        [[2, [4, 16]]]]
+
+
+def _with(path, value):
+    trace = json.loads(json.dumps(GOOD))
+    node = trace
+    for i in path[:-1]:
+        node = node[i]
+    node[path[-1]] = value
+    return trace
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ((0, 1, 1), ["l9"], "GetLoops: input 'l9' is not a defined block"),
+    ((0, 3, 1), ["b0", "v3", "v4"], "Split: input 'b0' is not a defined loop"),
+    ((0, 0, 0), "Tensorize", "unsupported instruction kind 'Tensorize'"),
+    ((0, 2, 2), [2, 64, 1], "SamplePerfectTile: wrong number of attributes"),
+    ((0, 2, 2), [40, 64], "SamplePerfectTile: bad attribute 40"),
+    ((0, 0, 2), ["C", None], "GetSBlock: bad attribute None"),
+    ((0, 3, 3), ["l5"], "Split: wrong number of outputs"),
+    ((0, 3, 3), ["l5", "b0"], "repeated output name 'b0'"),
+    ((0, 4, 1), ["b0", "{\"x\": 1}"], "is not an annotation value"),
+    ((1, 0), [7, [4, 16]], "decision index 7 is out of range"),
+    ((1, 0), [2, [4, []]], "bad decision"),
+    ((1, 0), [0, 1], "decision for GetSBlock"),
+    ((1,), "x", "a trace is [instructions, decisions]"),
+])
+def test_malformed_traces_are_refused_naming_the_instruction(path, value, message):
+    check_trace(GOOD)
+    with pytest.raises(MalformedTrace, match=message.replace("[", r"\[")):
+        check_trace(_with(path, value))
