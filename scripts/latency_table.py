@@ -3,7 +3,8 @@ model's own best records in the bank), PyTorch eager and ONNX Runtime, in one ru
 models/<target-key>/latency.json (resumable: models already in it are skipped unless --redo).
 
 Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--redo]
-Keep the machine otherwise idle while it runs.
+Keep the machine otherwise idle while it runs. Tuned TVM: median of 7 repeats of at least 200 ms; PyTorch and
+ONNX Runtime: median of 5 repeats of at least 200 ms; untuned TVM (plain loops, seconds per inference on big models): median of 3 single runs.
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def main() -> None:
     wanted = {m for m in args.models.split(",") if m}
     cores = int(target.config.get("num-cores", 1))
     settings = MeasureSettings(repeat=7, min_repeat_ms=200)
+    # untuned TVM runs plain loops (seconds per inference on the big models): 3 repeats of one inference
+    untuned_settings = MeasureSettings(repeat=3, min_repeat_ms=0)
     with Measurer(target.config, settings) as measurer:
         for folder in folders:
             meta = read_meta(folder)
@@ -45,7 +48,7 @@ def main() -> None:
             model = import_model(meta["spec"], target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
             row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values())}
-            untuned = measurer.measure_model(model.mod, inputs)
+            untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)
             row["tvm_untuned_ms"] = untuned.median * 1e3 if untuned.ok else None
             with tempfile.TemporaryDirectory() as scratch:
                 unpack(folder, scratch)

@@ -28,6 +28,10 @@ def _fmt(x: object) -> str:
     return "-" if x is None else f"{x:.2f}" if isinstance(x, float) else str(x)
 
 
+def _ratio(a: object, b: object) -> str:
+    return f"{a / b:.2f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else "-"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="native")
@@ -43,7 +47,7 @@ def main() -> None:
         lines += [f"## {kind} ({len(folders)} models)", "",
                   "| model | kernels | tuned (>= min FLOP share) | done | trials per kernel | records | valid | hours |",
                   "|---|---|---|---|---|---|---|---|"]
-        settings = None
+        settings, hours = None, 0.0
         for f in folders:
             s, meta = model_summary(f), read_meta(f)
             settings = settings or {"measurer": meta.get("measurer"), "search": meta.get("search"),
@@ -51,17 +55,29 @@ def main() -> None:
             lines.append(f"| {s['model']} | {s['kernels']} | {s['tuned_kernels']} | {s['done_kernels']} | "
                          f"{meta.get('trials_per_task')} | {s['records']} | {s['valid_records']} | "
                          f"{s['tuning_hours']:.2f} |")
-        lines += ["", f"Settings: `{json.dumps(settings)}`", ""]
+            hours += s["tuning_hours"]
+        lines += ["", f"Total tuning time: {hours:.2f} h (sum over kernels of MetaSchedule's search, measuring "
+                  "included).", "", f"Settings: `{json.dumps(settings)}`", ""]
+        if kind == "bank":
+            held = sorted(p.name for p in (root / "heldout").glob("*") if p.is_dir()) if (root / "heldout").is_dir() else []
+            if held:
+                lines += [f"Held out of the bank for evaluation: {', '.join(held)} "
+                          "(their exhaustive replay from the bank is in `heldout/`).", ""]
     lat_path = root / "latency.json"
     if lat_path.exists():
         lat = json.loads(lat_path.read_text())
         lines += ["## Model latency (ms, batch 1, median)", "",
-                  "Reproduce: `python scripts/latency_table.py --redo`.", "",
-                  "| model | set | untuned TVM | tuned TVM (bank) | PyTorch eager | ONNX Runtime |",
-                  "|---|---|---|---|---|---|"]
+                  "The same input, one run per model (`python scripts/latency_table.py --redo`). Tuned TVM uses the "
+                  "model's own records (bank or reference) and is the median of 7 repeats of at least 200 ms; PyTorch "
+                  "and ONNX Runtime the median of 5 repeats of at least 200 ms; untuned TVM (no schedule: plain loops) the median of 3 runs. "
+                  "Threads: the target's cores for all four.", "",
+                  "| model | set | untuned TVM | tuned TVM | PyTorch eager | ONNX Runtime | tuned TVM / PyTorch | "
+                  "tuned TVM / ORT |", "|---|---|---|---|---|---|---|---|"]
         for name, r in lat.items():
             lines.append(f"| {name} | {r.get('kind')} | {_fmt(r.get('tvm_untuned_ms'))} | {_fmt(r.get('tvm_tuned_ms'))} | "
-                         f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} |")
+                         f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
+                         f"{_ratio(r.get('tvm_tuned_ms'), r.get('pytorch_ms'))} | "
+                         f"{_ratio(r.get('tvm_tuned_ms'), r.get('onnxruntime_ms'))} |")
         lines.append("")
     atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
     print(f"wrote {root / 'card.md'}")

@@ -213,9 +213,11 @@ class Measurer:
             shutil.rmtree(os.path.dirname(ref_path), ignore_errors=True)
         return out
 
-    def measure_model(self, mod: object, input_info: list, database_dir: str | None = None) -> MeasureResult:
+    def measure_model(self, mod: object, input_info: list, database_dir: str | None = None,
+                      settings: MeasureSettings | None = None) -> MeasureResult:
         """Build a whole Relax model (with a MetaSchedule database's schedules if given) in a build worker,
-        then time `main` in the timing worker. `input_info` is [(shape, dtype)] of the model's inputs."""
+        then time `main` in the timing worker. `input_info` is [(shape, dtype)] of the model's inputs;
+        `settings` overrides the timing settings for this model (repeat, number, min_repeat_ms, warmup)."""
         import tvm
         path = self._artifact_path()
         t0 = time.perf_counter()
@@ -227,7 +229,7 @@ class Measurer:
             status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
             return MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
         build_s = time.perf_counter() - t0
-        s = self.settings
+        s = settings or self.settings
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
