@@ -1,6 +1,8 @@
 """User-facing errors: the CLI prints them as one line and exits non-zero."""
 from __future__ import annotations
 
+from typing import Callable
+
 
 class SchedrecError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -12,3 +14,14 @@ class ModelImportError(SchedrecError):
 
 class TargetError(SchedrecError):
     """A target spec that cannot be parsed or detected."""
+
+
+def run_script(main: Callable[[], object]) -> None:
+    """Run a script's main(): a SchedrecError becomes one line `<script>: error: ...` and exit code 2."""
+    import os
+    import sys
+    try:
+        main()
+    except SchedrecError as err:
+        print(f"{os.path.basename(sys.argv[0])}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

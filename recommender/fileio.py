@@ -58,3 +58,14 @@ def display_path(path: str | os.PathLike) -> str:
     p = Path(path).resolve()
     root = Path(__file__).resolve().parents[1]
     return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+
+
+def read_json(path: str | os.PathLike) -> object:
+    """A JSON file's value; a SchedrecError naming the file when it cannot be read or parsed."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise SchedrecError(f"corrupt {path}: {err}") from err
+    except OSError as err:
+        raise SchedrecError(f"cannot read {path}: {err.strerror or err}") from err

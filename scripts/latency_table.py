@@ -15,7 +15,8 @@ import time
 
 from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
 from recommender.baselines import median, time_onnxruntime, time_pytorch
-from recommender.fileio import atomic_write_json
+from recommender.errors import run_script
+from recommender.fileio import atomic_write_json, read_json
 from recommender.measure import MeasureSettings, Measurer
 from recommender.model_import import import_model
 from recommender.target import parse_target
@@ -31,7 +32,7 @@ def main() -> None:
     target = parse_target(args.target)
     root = repo_models_dir() / target.key
     out_path = root / "latency.json"
-    table = json.loads(out_path.read_text()) if out_path.exists() and not args.redo else {}
+    table = read_json(out_path) if out_path.exists() and not args.redo else {}
     folders = [f for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
     wanted = {m for m in args.models.split(",") if m}
     cores = int(target.config.get("num-cores", 1))
@@ -70,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -10,7 +10,8 @@ import platform
 
 from recommender.bank import bank_models, read_meta, repo_models_dir
 from recommender.bank_info import model_summary
-from recommender.fileio import atomic_write_text
+from recommender.errors import run_script
+from recommender.fileio import atomic_write_text, read_json
 from recommender.target import parse_target
 
 
@@ -65,7 +66,7 @@ def main() -> None:
                           "(their exhaustive replay from the bank is in `heldout/`).", ""]
     lat_path = root / "latency.json"
     if lat_path.exists():
-        lat = json.loads(lat_path.read_text())
+        lat = read_json(lat_path)
         lines += ["## Model latency (ms, batch 1, median)", "",
                   "The same input, one run per model (`python scripts/latency_table.py --redo`). Tuned TVM uses the "
                   "model's own records (bank or reference) and is the median of 7 repeats of at least 200 ms; PyTorch "
@@ -84,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -14,7 +14,8 @@ import json
 import statistics
 
 from recommender.bank import repo_models_dir
-from recommender.fileio import atomic_write_text
+from recommender.errors import SchedrecError, run_script
+from recommender.fileio import atomic_write_text, read_json
 from recommender.target import parse_target
 from recommender.transfer_data import kernel_stats, read_rows
 
@@ -55,7 +56,12 @@ def main() -> None:
     lines = [f"# Transfer-tuning figures, {key}", ""]
     summary_path = tdir / "summary.json"
     if summary_path.exists():
-        s = json.loads(summary_path.read_text())
+        s = read_json(summary_path)
+        rows = [r for p in sorted(tdir.glob("*.jsonl.gz")) for r in read_rows(p)]
+        missing = sorted({"top_n", "cap", "rows", "models", "all"} - set(s if isinstance(s, dict) else ()))
+        if missing:
+            raise SchedrecError(f"corrupt {summary_path}: missing {', '.join(missing)}; rerun "
+                                "`schedrec replay --all-pairs` to rewrite it")
         lines += ["## Transfer matrix (leave-one-model-out over the bank)", "",
                   f"Top {s['top_n']} records per source kernel, at most {s['cap']} candidates per kernel; "
                   f"{s['rows']} rows. Reproduce: `schedrec replay --all-pairs --top-n {s['top_n']} --cap {s['cap']}`.",
@@ -72,7 +78,6 @@ def main() -> None:
                   "candidate against the kernel's own 64-trial tuning; rank-0 best/best: the original "
                   "transfer-tuning (each source's best record only) against all candidates; rank-0 misses best: the "
                   "share of kernels where that pool's best is more than 5% slower than the best of all.", ""]
-        rows = [r for p in sorted(tdir.glob("*.jsonl.gz")) for r in read_rows(p)]
         ratios = [statistics.median(k["valid_s"]) / min(k["valid_s"])
                   for k in kernel_stats(rows).values() if len(k["valid_s"]) >= 2]
         if ratios:
@@ -89,7 +94,7 @@ def main() -> None:
             lines += ["![best vs median](best_vs_median.png)", ""]
     held = sorted((root / "heldout").glob("*/report.json")) if (root / "heldout").is_dir() else []
     if held:
-        hs = [heldout_rows(json.loads(p.read_text()), read_rows(p.parent / "candidates.jsonl.gz")) for p in held]
+        hs = [heldout_rows(read_json(p), read_rows(p.parent / "candidates.jsonl.gz")) for p in held]
         lines += ["## Held-out models: exhaustive replay from the whole bank", "",
                   "Reproduce: `schedrec replay --model zoo:M --top-n 3 --cap 48 --out models/<key>/heldout/M`.", "",
                   "| model | kernels | candidates (valid) | per kernel | FLOP coverage same class | with anchor "
@@ -127,4 +132,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

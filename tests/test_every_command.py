@@ -113,3 +113,37 @@ def test_read_only_output_folders(command, onnx_file, small_bank, tmp_path):
     assert_one_line_error(out.returncode, out.stderr, "Permission denied")
     assert str(ro) in out.stderr
     assert os.listdir(ro) == []
+
+
+
+@pytest.mark.parametrize("script, damaged", [
+    ("make_card.py", "bank/m/meta.json"),
+    ("make_card.py", "latency.json"),
+    ("latency_table.py", "bank/m/meta.json"),
+    ("latency_table.py", "latency.json"),
+    ("transfer_figures.py", "transfer/summary.json"),
+    ("transfer_figures.py", "transfer/m.jsonl.gz"),
+])
+def test_data_scripts_refuse_damaged_files_in_one_line(script, damaged, target, tmp_path):
+    """The scripts that write the card, the latency table and the transfer figures name a damaged input
+    file in one line, exit 2, and leave it as it was."""
+    import gzip
+    import subprocess
+    import sys
+    root = tmp_path / "models"
+    key_dir = root / target.key
+    (key_dir / "transfer").mkdir(parents=True)
+    if damaged.startswith("bank/"):
+        (key_dir / "bank" / "m").mkdir(parents=True)
+    (key_dir / "latency.json").write_text("{}")
+    (key_dir / "transfer" / "summary.json").write_text("{}")
+    (key_dir / "transfer" / "m.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
+    bad = key_dir / damaged
+    content = gzip.compress(b'{"target_model": "m"')[:-6] if damaged.endswith(".gz") else b'{"model": "m", "target_'
+    bad.write_bytes(content)
+    out = subprocess.run([sys.executable, str(repo_models_dir().parent / "scripts" / script)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "SCHEDREC_MODELS_DIR": str(root)})
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith(f"{script}: error:")]
+    assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "corrupt" in lines[0] and str(bad) in lines[0], lines[0]
+    assert bad.read_bytes() == content

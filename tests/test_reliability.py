@@ -111,6 +111,8 @@ def _mutations(value):
             parent, node = None, v
             try:
                 for i in p:
+                    if not isinstance(node, list):  # an earlier mutation replaced this part
+                        raise TypeError
                     parent, node = node, node[i]
             except (IndexError, TypeError, KeyError):
                 continue
