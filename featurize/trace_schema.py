@@ -43,6 +43,7 @@ _SCHEMA: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], Any, str 
     "ComputeInline": (("B",), None, (), 0, None),
     "ReverseComputeInline": (("B",), None, (), 0, None),
     "DecomposeReduction": (("B", "L"), None, (), 1, "B"),
+    "RFactor": (("L",), None, ("i",), 1, "B"),
     "EnterPostproc": ((), None, (), 0, None),
 }
 _SAMPLING = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
