@@ -13,12 +13,10 @@ import os
 import resource
 import tempfile
 
-from measurer_vs_stock import candidates
+from measurer_vs_stock import candidates, native_setup
 
 from recommender.kernels import extract_kernels
 from recommender.model_import import import_model
-from recommender.target import native_target
-from recommender.tvm_setup import load_tensor_intrinsics
 
 
 def _cpu() -> tuple[float, float]:
@@ -33,8 +31,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--out", default="benchmarks/results/build_cost_probe.json")
     args = ap.parse_args()
-    load_tensor_intrinsics()
-    target = native_target().tvm()
+    _, target = native_setup()
     kernel = max(extract_kernels(import_model(args.model, target), target), key=lambda k: k.flops)
     mods = candidates(kernel, target, args.n)
     scratch = tempfile.mkdtemp()

@@ -74,7 +74,7 @@ def replay_trace(trace_json: list, source_mod: object, target_mod: object, targe
         raise
     except Exception as err:  # malformed trace JSON
         raise ReplayFailure(REPLAY_ERROR, f"malformed trace: {type(err).__name__}: {err}") from err
-    return apply_replayed(body, target_mod, target, postprocs)
+    return _apply_checked(body, target_mod, target, postprocs)
 
 
 def _check(trace_json: object) -> None:
@@ -125,8 +125,13 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
 def apply_replayed(trace_json: list, target_mod: object, target: object, postprocs: list | None = None) -> Replayed:
     """Apply a trace written for `target_mod` (its block names, no postprocessing part), then the target's
     postprocessors; also rebuilds a recorded candidate's schedule without measuring it again."""
-    from tvm.s_tir import Schedule, Trace
     _check(trace_json)
+    return _apply_checked(trace_json, target_mod, target, postprocs)
+
+
+def _apply_checked(trace_json: list, target_mod: object, target: object, postprocs: list | None) -> Replayed:
+    """apply_replayed for a trace already shape-checked (strip_postproc and rename_blocks keep the shape)."""
+    from tvm.s_tir import Schedule, Trace
     sch = Schedule(target_mod, debug_mask="all")
     try:
         Trace.apply_json_to_schedule(trace_json, sch)
