@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import SchedrecError
-from .fileio import atomic_write_json, replacing
+from .fileio import atomic_write_json, read_json, replacing
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -132,13 +132,9 @@ def read_records(folder: Path) -> tuple[list, list[BankRecord]]:
 
 def read_meta(folder: Path) -> dict:
     path = folder / META_FILE
-    try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except FileNotFoundError as err:
-        raise BankError(f"missing {path}: not a bank model folder") from err
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise BankError(f"corrupt {path}: {err}") from err
+    if not path.exists():
+        raise BankError(f"missing {path}: not a bank model folder")
+    meta = read_json(path, error=BankError)
     if not isinstance(meta, dict) or "model" not in meta or "target_key" not in meta:
         raise BankError(f"corrupt {path}: missing model or target_key")
     return meta

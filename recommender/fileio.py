@@ -60,12 +60,14 @@ def display_path(path: str | os.PathLike) -> str:
     return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
 
 
-def read_json(path: str | os.PathLike) -> object:
-    """A JSON file's value; a SchedrecError naming the file when it cannot be read or parsed."""
+def read_json(path: str | os.PathLike, hint: str = "", error: type[SchedrecError] = SchedrecError) -> object:
+    """A JSON file's value; an `error` naming the file (and ending with `hint`, if given) when it cannot be
+    read or parsed."""
+    tail = f"; {hint}" if hint else ""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (ValueError, UnicodeDecodeError) as err:
-        raise SchedrecError(f"corrupt {path}: {err}") from err
+        raise error(f"corrupt {path}: {err}{tail}") from err
     except OSError as err:
-        raise SchedrecError(f"cannot read {path}: {err.strerror or err}") from err
+        raise error(f"cannot read {path}: {err.strerror or err}{tail}") from err

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .bank import BankError, locked, wait_while_paused
 from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
-from .fileio import atomic_write_json, display_path
+from .fileio import atomic_write_json, display_path, read_json
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
@@ -272,12 +272,10 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
 
 def _check_run(path: Path, run: dict) -> None:
     """A resumed run must have the settings of the run it continues; a fresh folder records them."""
-    import json
     if path.exists():
-        try:
-            previous = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise BankError(f"corrupt {path}: {err}; remove the folder or use another --out") from err
+        previous = read_json(path, hint="remove the folder or use another --out", error=BankError)
+        if not isinstance(previous, dict):
+            raise BankError(f"corrupt {path}: not a JSON object; remove the folder or use another --out")
         diff = sorted(k for k in run if previous.get(k) != run[k])
         if diff:
             raise BankError(f"{path.parent} holds a replay run with other settings ({', '.join(diff)}); "
