@@ -19,7 +19,7 @@ from featurize.tir_structure import anchor_key, class_key
 from .bank import BankError, bank_models, read_meta, read_records
 from .kernels import Kernel
 from .measure.args import kernel_args
-from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_trace
+from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated, replay_trace
 
 CLASS, ANCHOR = "class", "anchor"  # how a source matches the target kernel
 
@@ -131,16 +131,22 @@ class BankIndex:
         return ordered[:cap] if cap else ordered
 
 
-def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: object) -> list[Candidate]:
-    """Replay each source onto the kernel; identical replayed traces are kept once (the first source)."""
+def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: object,
+                      isolated: object = None) -> list[Candidate]:
+    """Replay each source onto the kernel; identical replayed traces are kept once (the first source).
+    With `isolated` (a Measurer), each replay runs in its build worker: one that crashes TVM or hangs
+    becomes a failed candidate (replay_crash, replay_timeout) and the next goes on in a fresh worker."""
     from .replay import postprocs_for
-    postprocs = postprocs_for(kernel.mod, target)
+    postprocs = postprocs_for(kernel.mod, target) if isolated is None else None
     seen: set[str] = set()
     out = []
     for src in sources:
         try:
-            replay = replay_anchor_trace if src.match == ANCHOR else replay_trace
-            r = replay(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
+            if isolated is not None:
+                r = replay_isolated(isolated, src.trace_json, src.source_mod, kernel.mod, anchor=src.match == ANCHOR)
+            else:
+                replay = replay_anchor_trace if src.match == ANCHOR else replay_trace
+                r = replay(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
         except ReplayFailure as err:
             out.append(Candidate(src, None, err.reason, err.message))
             continue

@@ -7,7 +7,9 @@ reduction rewriting), as MetaSchedule does for its own candidates.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 
 from featurize.tir_structure import anchor_index, block_infos
 from featurize.trace_json import rename_blocks, strip_postproc
@@ -28,10 +30,15 @@ class ReplayFailure(Exception):
         self.message = message
 
 
+REPLAY_TIMEOUT = "replay_timeout"  # isolated replay (replay_isolated) only
+REPLAY_CRASH = "replay_crash"
+
+
 @dataclass
 class Replayed:
-    sch: object  # tvm.s_tir.Schedule, postprocessed, on the target kernel
+    mod: object  # the postprocessed schedule's IRModule, on the target kernel
     trace_json: list  # the replayed trace (target block names, no postproc part)
+    sch: object = None  # the tvm.s_tir.Schedule itself (None when replayed in another process)
 
 
 def block_mapping(source_mod: object, target_mod: object) -> dict[str, str]:
@@ -96,7 +103,7 @@ def _postprocess(sch: object, target_mod: object, target: object, postprocs: lis
             raise ReplayFailure(POSTPROC_FAILURE, f"{p}: {_one_line(err)}") from err
         if not ok:
             raise ReplayFailure(POSTPROC_FAILURE, f"{p} rejected the replayed schedule")
-    return Replayed(sch=sch, trace_json=replayed_json)
+    return Replayed(mod=sch.mod, trace_json=replayed_json, sch=sch)
 
 
 def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object, target: object,
@@ -138,6 +145,63 @@ def _apply_checked(trace_json: list, target_mod: object, target: object, postpro
     except Exception as err:
         raise ReplayFailure(REPLAY_ERROR, _one_line(err)) from err
     return _postprocess(sch, target_mod, target, postprocs)
+
+
+def replay_isolated(measurer: object, trace_json: list, source_mod: object, target_mod: object,
+                    anchor: bool = False, timeout_s: float = 120.0) -> Replayed:
+    """replay_trace (or replay_anchor_trace) run in one of `measurer`'s build workers, for its target
+    (Measurer.call_isolated): a replay that kills TVM or runs past `timeout_s` raises ReplayFailure
+    (replay_crash, replay_timeout) and costs only that worker. The result holds the module, not a
+    Schedule; apply_replayed(result.trace_json, ...) rebuilds the Schedule where one is needed."""
+    import tvm
+
+    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
+    kwargs = {"trace_json": trace_json, "source_mod_json": tvm.ir.save_json(source_mod),
+              "target_mod_json": tvm.ir.save_json(target_mod), "target_config": measurer.target_config,
+              "anchor": anchor}
+    try:
+        out = measurer.call_isolated("recommender.replay:replay_serialized", kwargs, timeout_s)
+    except WorkerTimeout as err:
+        raise ReplayFailure(REPLAY_TIMEOUT, f"replay hung: {err}") from None
+    except WorkerCrash as err:
+        raise ReplayFailure(REPLAY_CRASH, f"replay killed its process ({err})") from None
+    except WorkerError as err:
+        raise ReplayFailure(REPLAY_ERROR, str(err).splitlines()[0]) from None
+    if "reason" in out:
+        raise ReplayFailure(out["reason"], out["message"])
+    return Replayed(mod=tvm.ir.load_json(out["mod_json"]), trace_json=out["trace_json"])
+
+
+def replay_serialized(trace_json: list, source_mod_json: str, target_mod_json: str, target_config: dict,
+                      anchor: bool) -> dict:
+    """The worker side of replay_isolated, on serialized inputs: {"trace_json", "mod_json"} or
+    {"reason", "message"}. Modules and postprocessors are cached, as one kernel's sources come in a row."""
+    import tvm
+    source_mod, target_mod = _load_mod(source_mod_json), _load_mod(target_mod_json)
+    target = _target(json.dumps(target_config, sort_keys=True))
+    postprocs = _postprocs(target_mod_json, json.dumps(target_config, sort_keys=True))
+    try:
+        r = (replay_anchor_trace if anchor else replay_trace)(trace_json, source_mod, target_mod, target, postprocs)
+    except ReplayFailure as err:
+        return {"reason": err.reason, "message": err.message}
+    return {"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)}
+
+
+@lru_cache(maxsize=8)
+def _load_mod(mod_json: str) -> object:
+    import tvm
+    return tvm.ir.load_json(mod_json)
+
+
+@lru_cache(maxsize=4)
+def _target(config_json: str) -> object:
+    import tvm
+    return tvm.target.Target(json.loads(config_json))
+
+
+@lru_cache(maxsize=4)
+def _postprocs(target_mod_json: str, config_json: str) -> list:
+    return postprocs_for(_load_mod(target_mod_json), _target(config_json))
 
 
 def _renamed_trace(trace_json: list, source_mod: object, mapping: dict[str, str]) -> object:

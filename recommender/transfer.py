@@ -21,6 +21,7 @@ from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
 from .measure.measurer import OK
 from .model_import import import_model
+from .replay import ReplayFailure, apply_replayed
 from .target import TargetSpec
 from .transfer_data import kernel_rows, rows_to_resume, write_rows
 
@@ -71,14 +72,14 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     for match in (CLASS, ANCHOR) if anchor_fallback else (CLASS,):
         sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=match)
         if sources:
-            cands += replay_candidates(kernel, sources, target)
+            cands += replay_candidates(kernel, sources, target, isolated=measurer)
             choice.match = match
         if any(c.status == OK for c in cands):
             break
     choice.replay_s = time.perf_counter() - t0
     choice.candidates = len(cands)
     valid = [c for c in cands if c.status == OK]
-    results = measurer.measure([kernel.mod] + [c.replayed.sch.mod for c in valid], reference=kernel.mod)
+    results = measurer.measure([kernel.mod] + [c.replayed.mod for c in valid], reference=kernel.mod)
     choice.build_s = sum(r.build_s for r in results)
     choice.run_s = sum(r.run_s for r in results)
     default, measured = results[0], results[1:]
@@ -101,7 +102,10 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         c, r = best
         choice.chosen = {"source_model": c.source.model, "source_kernel": c.source.kernel,
                          "rank": c.source.rank, "match": c.source.match, "latency_s": r.median}
-        choice.chosen_sch, choice.chosen_costs = c.replayed.sch, r.costs
+        # replayed in a worker: the schedule is rebuilt here from its trace (it replayed there, so it will here)
+        choice.chosen_sch = (c.replayed.sch if c.replayed.sch is not None
+                             else apply_replayed(c.replayed.trace_json, kernel.mod, target).sch)
+        choice.chosen_costs = r.costs
     choice.wall_s = time.perf_counter() - t0
     choice.rows[0]["seconds"] = choice.seconds()
     return choice
@@ -110,7 +114,6 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
 def choice_from_rows(kernel: Kernel, rows: list[dict], target: object) -> KernelChoice:
     """A kernel's choice rebuilt from its recorded rows (a resumed run measures nothing again); the
     chosen schedule is re-applied from its replayed trace."""
-    from .replay import ReplayFailure, apply_replayed
     choice = KernelChoice(kernel)
     default = next(r for r in rows if r["match"] == "default")
     choice.rows = rows

@@ -19,12 +19,12 @@ from typing import Callable
 from .bank import BankError, read_json_lines
 from .fileio import replacing
 from .measure.measurer import BUILD_ERROR, CRASH, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT
-from .replay import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_ERROR
+from .replay import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_CRASH, REPLAY_ERROR, REPLAY_TIMEOUT
 
 REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
 # why a candidate has no latency
-FAILURE_STATUSES = (CLASS_MISMATCH, REPLAY_ERROR, POSTPROC_FAILURE, BUILD_ERROR, RUNTIME_ERROR, TIMEOUT, CRASH,
-                    WRONG_RESULT)
+FAILURE_STATUSES = (CLASS_MISMATCH, REPLAY_ERROR, POSTPROC_FAILURE, REPLAY_TIMEOUT, REPLAY_CRASH, BUILD_ERROR,
+                    RUNTIME_ERROR, TIMEOUT, CRASH, WRONG_RESULT)
 
 
 def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -> list[dict]:

@@ -1,6 +1,8 @@
 """Candidates from a bank: same-class records of other models, replayed and checked on a new model."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from recommender.bank_tune import tune_model
@@ -37,12 +39,52 @@ def test_every_kernel_of_the_new_model_gets_valid_candidates(bank_and_new_model,
         cands = replay_candidates(k, sources, target.tvm())
         assert cands and all(c.status == "ok" for c in cands)
         assert len({str(c.replayed.trace_json) for c in cands}) == len(cands)  # duplicates dropped
-        mods.append(cands[0].replayed.sch.mod)
+        mods.append(cands[0].replayed.mod)
         refs.append(k.mod)
     with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
         for mod, ref in zip(mods, refs):
             (r,) = m.measure([mod], reference=ref)
             assert r.status == OK, r.error
+
+
+class _FaultyWorkers:
+    """A Measurer whose isolated call, for chosen sources, makes its real build worker hang or abort."""
+
+    def __init__(self, measurer: Measurer, faults: dict[int, str]) -> None:
+        self.measurer, self.faults, self.target_config = measurer, faults, measurer.target_config
+
+    def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
+        fault = self.faults.get(id(kwargs["trace_json"]))
+        if fault == "hang":
+            return self.measurer.call_isolated("recommender.measure.worker:hang", {"seconds": 600}, 3.0)
+        if fault == "abort":
+            return self.measurer.call_isolated("recommender.measure.worker:abort", {}, timeout_s)
+        return self.measurer.call_isolated(function, kwargs, timeout_s)
+
+
+def test_isolated_replay_matches_in_process_and_a_crash_or_hang_costs_one_candidate(bank_and_new_model, target):
+    import copy
+
+    import tvm
+    bank, kernels, _ = bank_and_new_model
+    k = kernels[0]
+    sources = BankIndex(bank).sources_for(k, top_n=2)
+    here = replay_candidates(k, sources, target.tvm())
+    with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
+        isolated = replay_candidates(k, sources, target.tvm(), isolated=m)
+        assert [c.status for c in isolated] == [c.status for c in here] and here[0].status == "ok"
+        for a, b in zip(isolated, here):
+            assert a.replayed.trace_json == b.replayed.trace_json and a.replayed.sch is None
+            assert tvm.ir.structural_equal(a.replayed.mod, b.replayed.mod)
+        crasher, hanger = (replace(sources[0], trace_json=copy.deepcopy(sources[0].trace_json)) for _ in range(2))
+        faulty = _FaultyWorkers(m, {id(crasher.trace_json): "abort", id(hanger.trace_json): "hang"})
+        cands = replay_candidates(k, [crasher, hanger, sources[0]], target.tvm(), isolated=faulty)
+        assert [c.status for c in cands] == ["replay_crash", "replay_timeout", "ok"], [c.error for c in cands]
+        assert "died" in cands[0].error and "no answer within 3 s" in cands[1].error
+        assert cands[2].replayed.trace_json == here[0].replayed.trace_json
+        assert m.describe()["builder_restarts"] == 2
+        (r,) = m.measure([cands[2].replayed.mod], reference=k.mod)  # the worker that took over still builds
+        assert r.status == OK, r.error
 
 
 def test_leave_one_model_out_and_cap(bank_and_new_model):

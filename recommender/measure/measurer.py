@@ -238,6 +238,12 @@ class Measurer:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return result
 
+    def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
+        """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
+        Raises WorkerCrash or WorkerTimeout if it kills or hangs that worker, which is then replaced,
+        and WorkerError with the message if it raises."""
+        return self._builders[0].call("call", {"function": function, "kwargs": kwargs}, timeout_s)
+
     def describe(self) -> dict:
         return {"target": self.target_config, "settings": self.settings.to_json(),
                 "timer_restarts": self._timer.restarts, "stats": dict(self.stats),

@@ -1,4 +1,5 @@
-"""A measurement worker process: imports TVM once, then builds or times kernels on request.
+"""A measurement worker process: imports TVM once, then builds or times kernels (or runs another schedrec
+function that may crash or hang, such as a replay) on request.
 
 Protocol over a multiprocessing Connection: the parent sends (op, payload) and the worker answers
 ("ok", value) or ("error", message). A crash shows as a closed pipe; a hang as a missing answer.
@@ -172,12 +173,32 @@ def _time(payload: dict) -> list[float]:
     return [float(x) for x in evaluator(*args).results]
 
 
+def _call(payload: dict) -> object:
+    """Run `module:function`(**kwargs) of this package here, isolated from the parent (replay, for one)."""
+    import importlib
+    module, _, name = payload["function"].partition(":")
+    if not module.startswith(("recommender.", "featurize.")):
+        raise ValueError(f"not a schedrec function: {payload['function']}")
+    return getattr(importlib.import_module(module), name)(**payload["kwargs"])
+
+
+def hang(seconds: float = 3600.0) -> None:
+    """For tests, through `call`: never answer, like a replay stuck inside TVM."""
+    import time
+    time.sleep(seconds)
+
+
+def abort() -> None:
+    """For tests, through `call`: die like a segfault inside TVM."""
+    os.abort()
+
+
 def _crash(payload: dict) -> None:
     """For tests: die like a segfaulting kernel would."""
     os.abort()
 
 
-_OPS = {"build": _build, "time": _time, "build_model": _build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "crash": _crash}
+_OPS = {"build": _build, "time": _time, "build_model": _build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "call": _call, "crash": _crash}
 
 
 def serve(conn: object) -> None:
