@@ -156,8 +156,8 @@ def replay_isolated(measurer: object, trace_json: list, source_mod: object, targ
     import tvm
 
     from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
-    kwargs = {"trace_json": trace_json, "source_mod_json": tvm.ir.save_json(source_mod),
-              "target_mod_json": tvm.ir.save_json(target_mod), "target_config": measurer.target_config,
+    kwargs = {"trace_json": trace_json, "source_mod_json": _saved_json(source_mod),
+              "target_mod_json": _saved_json(target_mod), "target_config": measurer.target_config,
               "anchor": anchor}
     try:
         out = measurer.call_isolated("recommender.replay:replay_serialized", kwargs, timeout_s)
@@ -187,7 +187,21 @@ def replay_serialized(trace_json: list, source_mod_json: str, target_mod_json: s
     return {"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)}
 
 
-@lru_cache(maxsize=8)
+_SAVED: dict[int, tuple[object, str]] = {}  # id(mod) -> (mod, its JSON); the mod is kept so its id stays its own
+
+
+def _saved_json(mod: object) -> str:
+    """tvm.ir.save_json(mod), cached: one kernel's many candidates send the same few modules."""
+    import tvm
+    hit = _SAVED.get(id(mod))
+    if hit is None or hit[0] is not mod:
+        if len(_SAVED) >= 64:
+            _SAVED.pop(next(iter(_SAVED)))
+        hit = _SAVED[id(mod)] = (mod, tvm.ir.save_json(mod))
+    return hit[1]
+
+
+@lru_cache(maxsize=64)
 def _load_mod(mod_json: str) -> object:
     import tvm
     return tvm.ir.load_json(mod_json)

@@ -75,7 +75,7 @@ def test_isolated_replay_matches_in_process_and_a_crash_or_hang_costs_one_candid
         assert [c.status for c in isolated] == [c.status for c in here] and here[0].status == "ok"
         for a, b in zip(isolated, here):
             assert a.replayed.trace_json == b.replayed.trace_json and a.replayed.sch is None
-            assert tvm.ir.structural_equal(a.replayed.mod, b.replayed.mod)
+            tvm.ir.assert_structural_equal(a.replayed.mod, b.replayed.mod)
         crasher, hanger = (replace(sources[0], trace_json=copy.deepcopy(sources[0].trace_json)) for _ in range(2))
         faulty = _FaultyWorkers(m, {id(crasher.trace_json): "abort", id(hanger.trace_json): "hang"})
         cands = replay_candidates(k, [crasher, hanger, sources[0]], target.tvm(), isolated=faulty)
