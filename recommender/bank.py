@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import SchedrecError
-from .fileio import atomic_write_json, read_json, replacing
+from .fileio import atomic_write_json, gzip_writer, read_json, replacing
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -175,8 +175,7 @@ def pack(work_dir: str, folder: Path) -> None:
         src = os.path.join(work_dir, name)
         if not os.path.exists(src):
             continue
-        with replacing(str(folder / (name + ".gz"))) as tmp, open(src, "rb") as fin, \
-                gzip.open(tmp, "wb", compresslevel=9) as fout:
+        with replacing(str(folder / (name + ".gz"))) as tmp, open(src, "rb") as fin, gzip_writer(tmp) as fout:
             shutil.copyfileobj(fin, fout)
 
 

@@ -93,7 +93,7 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
         unpack(folder, work)
         db = ms.database.JSONDatabase(work_dir=work)
         todo = [k for k, _ in selected_kernels(kernels, min_share)]
-        t_model = time.time()
+        t_model, measured = time.time(), False
         with Measurer(target.config, settings) as measurer:
             builder, runner = MeasurerBuilder(measurer), MeasurerRunner(measurer)
             bar = tqdm(todo, desc=model.name, unit="kernel", file=sys.stderr)
@@ -104,7 +104,7 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                 remaining = trials_per_task - n
                 bar.set_postfix_str(f"{k.name[:40]} {n}/{trials_per_task} trials")
                 if remaining > 0:
-                    t0 = time.time()
+                    t0, measured = time.time(), True
                     ctx = ms.TuneContext(mod=k.mod, target=tt, space_generator="post-order-apply",
                                          search_strategy=ms.search_strategy.EvolutionarySearch(
                                              population_size=population_size),
@@ -116,13 +116,16 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                                       runner=runner, database=db, cost_model="xgb")
                     entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
                     n, valid, best = _kernel_records(db, k.mod)
-                entry.update(status="done", trials=n, valid=valid, best_s=best)
-                meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                pack(work, folder)
-                write_meta(folder, meta)
+                if remaining > 0 or entry.get("status") != "done":
+                    entry.update(status="done", trials=n, valid=valid, best_s=best)
+                    meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                    pack(work, folder)
+                    write_meta(folder, meta)
             bar.close()
-            meta["last_run"] = {"seconds": round(time.time() - t_model, 1), **measurer.describe()["stats"]}
-        write_meta(folder, meta)
+            if measured:  # a rerun of a finished model keeps the figures of the run that measured
+                meta["last_run"] = {"seconds": round(time.time() - t_model, 1), **measurer.describe()["stats"]}
+        if measured or not (folder / META_FILE).exists():
+            write_meta(folder, meta)
         log(f"{model.name}: {len(todo)} kernels tuned, "
             f"{sum(meta['kernels'][k.name]['trials'] for k in todo)} trials in the bank")
         return meta

@@ -1,12 +1,14 @@
 """Safe file output: writes go to a temporary file in the same directory, then are renamed into place."""
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 from .errors import SchedrecError
 
@@ -32,6 +34,18 @@ def replacing(path: str) -> Iterator[str]:
     except BaseException:  # interrupted: leave the old file, not a temporary one
         discard_quietly(tmp)
         raise
+
+
+@contextmanager
+def gzip_writer(path: str, text: bool = False) -> Iterator[IO]:
+    """Write gzip with no file name or time in its header, so the same content always gives the same
+    bytes (a bank repacked without new records leaves git nothing to commit)."""
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
+        if text:
+            with io.TextIOWrapper(gz, encoding="utf-8") as f:
+                yield f
+        else:
+            yield gz
 
 
 def atomic_write_text(path: str, text: str) -> None:

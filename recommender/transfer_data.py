@@ -9,7 +9,6 @@ the outcome (`status`, `error`, `costs`, `latency_s`). The kernel's default sche
 """
 from __future__ import annotations
 
-import gzip
 import json
 import statistics
 from collections import defaultdict
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .bank import BankError, read_json_lines
-from .fileio import replacing
+from .fileio import gzip_writer, replacing
 from .measure.measurer import BUILD_ERROR, CRASH, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT
 from .replay import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_CRASH, REPLAY_ERROR, REPLAY_TIMEOUT
 
@@ -45,7 +44,7 @@ def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -
 
 def write_rows(path: Path, rows: list[dict]) -> None:
     """Write rows as gzipped JSON lines, atomically (readers see the old file or the new one)."""
-    with replacing(str(path)) as tmp, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as f:
+    with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
         for row in rows:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
 
