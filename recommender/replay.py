@@ -178,8 +178,8 @@ def replay_serialized(trace_json: list, source_mod_json: str, target_mod_json: s
     {"reason", "message"}. Modules and postprocessors are cached, as one kernel's sources come in a row."""
     import tvm
     source_mod, target_mod = _load_mod(source_mod_json), _load_mod(target_mod_json)
-    target = _target(json.dumps(target_config, sort_keys=True))
-    postprocs = _postprocs(target_mod_json, json.dumps(target_config, sort_keys=True))
+    config_json = json.dumps(target_config, sort_keys=True)
+    target, postprocs = _target(config_json), _postprocs(target_mod_json, config_json)
     try:
         r = (replay_anchor_trace if anchor else replay_trace)(trace_json, source_mod, target_mod, target, postprocs)
     except ReplayFailure as err:
