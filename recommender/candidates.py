@@ -20,8 +20,7 @@ from .bank import BankError, bank_models, read_meta, read_records
 from .kernels import Kernel
 from .measure.args import kernel_args
 from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated, replay_trace
-
-CLASS, ANCHOR = "class", "anchor"  # how a source matches the target kernel
+from .rows import ANCHOR, CLASS, OK  # CLASS, ANCHOR: how a source matches the target kernel (also imported from here)
 
 
 @dataclass
@@ -58,7 +57,7 @@ class BankKernel:
 class Candidate:
     source: SourceSchedule
     replayed: Replayed | None
-    status: str  # "ok" or a replay failure reason
+    status: str  # OK or a replay failure reason (recommender.rows)
     error: str = ""
 
 
@@ -154,5 +153,5 @@ def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: obj
         if fingerprint in seen:
             continue
         seen.add(fingerprint)
-        out.append(Candidate(src, r, "ok"))
+        out.append(Candidate(src, r, OK))
     return out

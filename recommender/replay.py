@@ -15,10 +15,8 @@ from featurize.tir_structure import anchor_index, block_infos
 from featurize.trace_json import rename_blocks, strip_postproc
 from featurize.trace_schema import MalformedTrace, check_trace
 
-# failure reasons, shared with measurement records
-REPLAY_ERROR = "replay_error"
-POSTPROC_FAILURE = "postproc_failure"
-CLASS_MISMATCH = "class_mismatch"
+# failure reasons: defined once with the rows that record them; importable from here too
+from .rows import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_CRASH, REPLAY_ERROR, REPLAY_TIMEOUT  # noqa: F401
 
 
 class ReplayFailure(Exception):
@@ -28,10 +26,6 @@ class ReplayFailure(Exception):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
-
-
-REPLAY_TIMEOUT = "replay_timeout"  # isolated replay (replay_isolated) only
-REPLAY_CRASH = "replay_crash"
 
 
 @dataclass

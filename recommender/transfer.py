@@ -11,17 +11,17 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .bank import BankError, locked, wait_while_paused
-from .candidates import ANCHOR, CLASS, BankIndex, Candidate, replay_candidates
+from .candidates import BankIndex, Candidate, replay_candidates
 from .fileio import atomic_write_json, display_path, read_json
 from .kernels import Kernel, extract_kernels
 from .measure import MeasureSettings, Measurer
-from .measure.measurer import OK
 from .model_import import import_model
 from .replay import ReplayFailure, apply_replayed
+from .rows import ANCHOR, CLASS, DEFAULT, OK, CandidateRow
 from .target import TargetSpec
 from .transfer_data import kernel_rows, rows_to_resume, write_rows
 
@@ -42,7 +42,7 @@ class KernelChoice:
     build_s: float = 0.0
     run_s: float = 0.0
     wall_s: float = 0.0
-    rows: list = field(default_factory=list)  # one per candidate and one for the default schedule
+    rows: list[CandidateRow] = field(default_factory=list)  # the default schedule's first, then one per candidate
 
     @property
     def latency_s(self) -> float | None:
@@ -84,12 +84,12 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     choice.run_s = sum(r.run_s for r in results)
     default, measured = results[0], results[1:]
     choice.default_s = default.median if default.ok else None
-    choice.rows.append(_row(None, default))
+    choice.rows.append(_row(kernel, None, default))
     by_cand = dict(zip(map(id, valid), measured))
     best = None
     for c in cands:
         r = by_cand.get(id(c))
-        choice.rows.append(_row(c, r))
+        choice.rows.append(_row(kernel, c, r))
         status = r.status if r is not None else c.status
         if status != OK:
             choice.failures[status] += 1
@@ -107,55 +107,58 @@ def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target
                              else apply_replayed(c.replayed.trace_json, kernel.mod, target).sch)
         choice.chosen_costs = r.costs
     choice.wall_s = time.perf_counter() - t0
-    choice.rows[0]["seconds"] = choice.seconds()
+    choice.rows[0] = replace(choice.rows[0], seconds=choice.seconds())
     return choice
 
 
-def choice_from_rows(kernel: Kernel, rows: list[dict], target: object) -> KernelChoice:
+def choice_from_rows(kernel: Kernel, rows: list[CandidateRow], target: object) -> KernelChoice:
     """A kernel's choice rebuilt from its recorded rows (a resumed run measures nothing again); the
     chosen schedule is re-applied from its replayed trace."""
     choice = KernelChoice(kernel)
-    default = next(r for r in rows if r["match"] == "default")
+    default = next(r for r in rows if r.is_default)
     choice.rows = rows
-    choice.default_s = default.get("latency_s")
-    secs = default.get("seconds") or {}
+    choice.default_s = default.latency_s
+    secs = default.seconds or {}
     choice.replay_s, choice.build_s, choice.run_s, choice.wall_s = (
         float(secs.get(k, 0.0)) for k in ("replay", "build", "run", "total"))
-    cands = [r for r in rows if r["match"] != "default"]
+    cands = [r for r in rows if not r.is_default]
     choice.candidates = len(cands)
-    choice.match = ANCHOR if any(r["match"] == ANCHOR for r in cands) else CLASS if cands else None
-    ok = [r for r in cands if r["status"] == OK and r.get("latency_s")]
-    choice.failures.update(r["status"] for r in cands if r not in ok)
-    choice.valid, choice.candidate_s = len(ok), [r["latency_s"] for r in ok]
-    best = min(ok, key=lambda r: r["latency_s"], default=None)
-    if best is not None and (choice.default_s is None or best["latency_s"] < choice.default_s):
+    choice.match = ANCHOR if any(r.match == ANCHOR for r in cands) else CLASS if cands else None
+    ok = [r for r in cands if r.status == OK and r.latency_s]
+    choice.failures.update(r.status for r in cands if not (r.status == OK and r.latency_s))
+    choice.valid, choice.candidate_s = len(ok), [r.latency_s for r in ok]
+    best = min(ok, key=lambda r: r.latency_s, default=None)
+    if best is not None and (choice.default_s is None or best.latency_s < choice.default_s):
         try:
-            choice.chosen_sch = apply_replayed(best["trace"], kernel.mod, target).sch
+            choice.chosen_sch = apply_replayed(best.trace, kernel.mod, target).sch
         except ReplayFailure as err:
             print(f"warning: {kernel.name}: the recorded choice no longer replays ({err}); keeping the default",
                   file=sys.stderr)
             return choice
-        choice.chosen = {"source_model": best["source_model"], "source_kernel": best["source_kernel"],
-                         "rank": best["source_rank"], "match": best["match"], "latency_s": best["latency_s"]}
-        choice.chosen_costs = best["costs"]
+        choice.chosen = {"source_model": best.source_model, "source_kernel": best.source_kernel,
+                         "rank": best.source_rank, "match": best.match, "latency_s": best.latency_s}
+        choice.chosen_costs = list(best.costs)
     return choice
 
 
-def _row(cand: Candidate | None, result: object | None) -> dict:
-    """One measurement of the transfer matrix (without the target kernel's fields)."""
-    row: dict = {"source_model": None, "source_kernel": None, "source_class_key": None, "source_rank": None,
-                 "source_latency_s": None, "match": "default", "trace": None}
-    if cand is not None:
-        s = cand.source
-        row.update(source_model=s.model, source_kernel=s.kernel, source_class_key=s.class_key,
-                   source_rank=s.rank, source_latency_s=s.latency_s, match=s.match,
-                   trace=cand.replayed.trace_json if cand.replayed is not None else None)
+def _row(kernel: Kernel, cand: Candidate | None, result: object | None) -> CandidateRow:
+    """One measurement of the transfer matrix: the default schedule (`cand` None) or a candidate, whose
+    `result` is None when it failed before measurement. The target model and the kernel's tuned latency are
+    not known here: `transfer_data.kernel_rows` fills them in."""
+    target = {"target_model": "", "target_kernel": kernel.name, "class_key": kernel.class_key,
+              "weight": kernel.weight, "flops": kernel.flops,
+              "target_args": tuple((tuple(s), d) for s, d in kernel.args)}
     if result is None:  # failed before measurement (replay)
-        row.update(status=cand.status, error=cand.error[:300], costs=[], latency_s=None)
+        outcome = {"status": cand.status, "error": cand.error[:300], "costs": (), "latency_s": None}
     else:
-        row.update(status=result.status, error=(result.error or "")[:300], costs=list(result.costs),
-                   latency_s=result.median if result.ok else None)
-    return row
+        outcome = {"status": result.status, "error": (result.error or "")[:300], "costs": tuple(result.costs),
+                   "latency_s": result.median if result.ok else None}
+    if cand is None:
+        return CandidateRow(**target, match=DEFAULT, **outcome)
+    s = cand.source
+    return CandidateRow(**target, match=s.match, source_model=s.model, source_kernel=s.kernel,
+                        source_class_key=s.class_key, source_rank=s.rank, source_latency_s=s.latency_s,
+                        trace=cand.replayed.trace_json if cand.replayed is not None else None, **outcome)
 
 
 def write_database(choices: list[KernelChoice], target: object, db_dir: Path) -> int:
@@ -223,9 +226,9 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         _check_run(out_dir / "run.json", run)
         rows_path = out_dir / "candidates.jsonl.gz"
         rows = rows_to_resume(rows_path, remeasure, lambda msg: print(msg, file=sys.stderr))
-        done: dict[str, list[dict]] = {}
+        done: dict[str, list[CandidateRow]] = {}
         for r in rows:
-            done.setdefault(r["target_kernel"], []).append(r)
+            done.setdefault(r.target_kernel, []).append(r)
         with Measurer(target.config, settings) as measurer:
             for k in tqdm(kernels, desc=f"replay {model.name}", unit="kernel", file=sys.stderr):
                 if k.name in done:

@@ -1,14 +1,12 @@
-"""Transfer-matrix rows: every replayed candidate of a kernel with its measurement, as gzipped JSON lines.
+"""Transfer-matrix rows on disk: every replayed candidate of a kernel with its measurement, as gzipped JSON
+lines, one `recommender.rows.CandidateRow` a line (fields: docs/DATA.md).
 
-A row is one (target kernel, candidate) pair: the target kernel's fields (`target_model`, `target_kernel`,
-`class_key`, `weight`, `flops`, `target_args`, `target_tuned_s` = the kernel's own best bank latency when it
-has one), the source (`source_model`, `source_kernel`, `source_class_key`, `source_rank`, `source_latency_s`,
-`match` = class | anchor | default), the replayed `trace` (target block names, no postprocessing part), and
-the outcome (`status`, `error`, `costs`, `latency_s`). The kernel's default schedule is a row with
-`match = "default"`; it also carries the kernel's MetaSchedule `workload` JSON so rankers can featurize it.
+The kernel's default schedule is a row with `match == DEFAULT`; it also carries the kernel's MetaSchedule
+`workload` JSON so rankers can featurize it, and the seconds spent on the kernel.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections import defaultdict
@@ -17,80 +15,86 @@ from typing import Callable
 
 from .bank import BankError, read_json_lines
 from .fileio import gzip_writer, replacing
-from .measure.measurer import BUILD_ERROR, CRASH, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT
-from .replay import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_CRASH, REPLAY_ERROR, REPLAY_TIMEOUT
+from .rows import FAILURE_STATUSES, OK, REQUIRED, CandidateRow  # noqa: F401  (importable from here too)
 
-REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
-# why a candidate has no latency
-FAILURE_STATUSES = (CLASS_MISMATCH, REPLAY_ERROR, POSTPROC_FAILURE, REPLAY_TIMEOUT, REPLAY_CRASH, BUILD_ERROR,
-                    RUNTIME_ERROR, TIMEOUT, CRASH, WRONG_RESULT)
+# the key order of the files written before CandidateRow: rows are written in it so a rewritten file is
+# byte-for-byte the file the old writer made (keys CandidateRow adds later go last)
+_DISK_ORDER = ("target_model", "target_kernel", "class_key", "weight", "flops", "target_args", "target_tuned_s",
+               "source_model", "source_kernel", "source_class_key", "source_rank", "source_latency_s", "match",
+               "trace", "status", "error", "costs", "latency_s", "seconds", "workload")
 
 
-def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -> list[dict]:
-    """The rows of one transferred kernel (a transfer.KernelChoice)."""
+def kernel_rows(choice: object, model: str, tuned_best_s: float | None = None) -> list[CandidateRow]:
+    """The rows of one transferred kernel (a transfer.KernelChoice), with the target model filled in."""
     from tvm.s_tir import meta_schedule as ms
-    k = choice.kernel
-    base = {"target_model": model, "target_kernel": k.name, "class_key": k.class_key, "weight": k.weight,
-            "flops": k.flops, "target_args": [{"shape": list(s), "dtype": d} for s, d in k.args],
-            "target_tuned_s": tuned_best_s}
     rows = []
     for r in choice.rows:
-        row = dict(base, **r)
-        if r["match"] == "default":
-            row["workload"] = ms.database.Workload(k.mod).as_json()
-        rows.append(row)
+        r = dataclasses.replace(r, target_model=model, target_tuned_s=tuned_best_s)
+        if r.is_default:
+            r = dataclasses.replace(r, workload=ms.database.Workload(choice.kernel.mod).as_json())
+        rows.append(r)
     return rows
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
+def _on_disk(row: CandidateRow) -> dict:
+    obj = row.to_json()
+    return {**{k: obj[k] for k in _DISK_ORDER if k in obj}, **obj}
+
+
+def write_rows(path: Path, rows: list[CandidateRow]) -> None:
     """Write rows as gzipped JSON lines, atomically (readers see the old file or the new one)."""
     with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
         for row in rows:
-            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+            f.write(json.dumps(_on_disk(row), separators=(",", ":")) + "\n")
 
 
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a transfer-matrix file, validated; a damaged file raises BankError naming it."""
-    rows = read_json_lines(path, what="transfer-matrix file")
-    for n, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or any(f not in row for f in REQUIRED):
-            raise BankError(f"corrupt transfer-matrix file {path}, row {n}: expected an object with {', '.join(REQUIRED)}")
+def read_rows(path: Path) -> list[CandidateRow]:
+    """Rows of a transfer-matrix file, validated; a damaged file raises BankError naming it and the row."""
+    rows = []
+    for n, obj in enumerate(read_json_lines(path, what="transfer-matrix file"), 1):
+        where = f"corrupt transfer-matrix file {path}, row {n}"
+        if not isinstance(obj, dict):
+            raise BankError(f"{where}: expected a JSON object with {', '.join(REQUIRED)}")
+        try:
+            rows.append(CandidateRow.from_json(obj))
+        except ValueError as err:  # a missing field (from_json names it) or a bad number
+            raise BankError(f"{where}: {err}") from None
+        except (TypeError, KeyError, AttributeError, OverflowError) as err:  # a field of the wrong shape
+            raise BankError(f"{where}: {type(err).__name__}: {err}") from None
     return rows
 
 
-def rows_to_resume(path: Path, remeasure: tuple[str, ...], log: Callable[[str], None]) -> list[dict]:
+def rows_to_resume(path: Path, remeasure: tuple[str, ...], log: Callable[[str], None]) -> list[CandidateRow]:
     """The rows a resumed run keeps from `path` (none if it does not exist yet). Every kernel that has a
     candidate whose status is in `remeasure` is dropped from the file, so the run measures it again (after a
     fix to the replay, the build or the check)."""
     rows = read_rows(path) if path.exists() else []
-    again = {r["target_kernel"] for r in rows if r["status"] in remeasure}
+    again = {r.target_kernel for r in rows if r.status in remeasure}
     if again:
-        rows = [r for r in rows if r["target_kernel"] not in again]
+        rows = [r for r in rows if r.target_kernel not in again]
         write_rows(path, rows)
         log(f"{path.name}: measuring {len(again)} kernels again (candidates with status {', '.join(remeasure)})")
     return rows
 
 
-def kernel_stats(rows: list[dict]) -> dict:
+def kernel_stats(rows: list[CandidateRow]) -> dict[tuple[str, str], dict]:
     """Per-kernel view of rows: default latency, valid candidate latencies, tuned best."""
     out: dict[tuple[str, str], dict] = {}
     for r in rows:
-        key = (r["target_model"], r["target_kernel"])
-        k = out.setdefault(key, {"default_s": None, "valid_s": [], "failed": 0, "tuned_s": r.get("target_tuned_s"),
-                                 "weight": r.get("weight", 1), "flops": r.get("flops", 0.0),
-                                 "rank0_s": []})
-        if r["match"] == "default":
-            k["default_s"] = r.get("latency_s")
-        elif r["status"] == "ok" and r.get("latency_s"):
-            k["valid_s"].append(r["latency_s"])
-            if r.get("source_rank") == 0:
-                k["rank0_s"].append(r["latency_s"])
+        k = out.setdefault(r.kernel_key, {"default_s": None, "valid_s": [], "failed": 0, "tuned_s": r.target_tuned_s,
+                                          "weight": r.weight, "flops": r.flops, "rank0_s": []})
+        if r.is_default:
+            k["default_s"] = r.latency_s
+        elif r.status == OK and r.latency_s:
+            k["valid_s"].append(r.latency_s)
+            if r.source_rank == 0:
+                k["rank0_s"].append(r.latency_s)
         else:
             k["failed"] += 1
     return out
 
 
-def summarize(rows: list[dict]) -> dict:
+def summarize(rows: list[CandidateRow]) -> dict:
     """How rankable the matrix is: candidates per kernel, best vs median candidate, best vs default/tuned."""
     per_model: dict[str, list[dict]] = defaultdict(list)
     for (model, _), k in kernel_stats(rows).items():

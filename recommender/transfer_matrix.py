@@ -2,7 +2,7 @@
 
 For each bank model M and each of its tuned kernels, the candidates are the best `top_n` records of every
 same-class kernel of the other bank models (capped per kernel, spread across source models), replayed,
-checked and measured beside the kernel's default schedule. The rows (`transfer_data`) go to
+checked and measured beside the kernel's default schedule. The rows (`rows.CandidateRow`) go to
 `<out>/<M>.jsonl.gz`, rewritten atomically after every kernel: a killed run resumes at the first kernel
 whose rows are missing. This is the data rankers learn from.
 """
@@ -52,7 +52,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
             for model in todo_models:
                 path = matrix_file(out_dir, model)
                 rows = rows_to_resume(path, remeasure, log)
-                done = {r["target_kernel"] for r in rows}
+                done = {r.target_kernel for r in rows}
                 todo = [bk for bk in index.kernels[model] if bk.name not in done]
                 if not todo:
                     continue

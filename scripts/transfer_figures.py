@@ -16,6 +16,7 @@ import statistics
 from recommender.bank import repo_models_dir
 from recommender.errors import SchedrecError, run_script
 from recommender.fileio import atomic_write_text, read_json
+from recommender.rows import CandidateRow
 from recommender.target import parse_target
 from recommender.transfer_data import kernel_stats, read_rows
 
@@ -24,7 +25,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f}"
 
 
-def heldout_rows(report: dict, rows: list[dict]) -> dict:
+def heldout_rows(report: dict, rows: list[CandidateRow]) -> dict:
     """Per held-out model: coverage, candidates, search time, speedup, and N=1 vs N=3 kernel latency."""
     t = report["totals"]
     ks = kernel_stats(rows)

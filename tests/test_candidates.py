@@ -115,7 +115,7 @@ def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_an
     assert t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
     assert t["flop_coverage_class_only"] == t["flop_coverage_valid"] == 1.0 and t["kernels_via_anchor"] == 0
     from recommender.transfer_data import read_rows
-    rows = read_rows(out / "candidates.jsonl.gz")
+    rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     assert len(rows) == t["kernels"] + t["candidates"]  # every candidate and every default schedule
     assert {r["target_kernel"] for r in rows} == {k["kernel"] for k in report["kernels"]}
 
@@ -150,13 +150,13 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     argv = ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--out", str(out)]
     assert main(argv) == 0
     first = json.loads((out / "report.json").read_text())
-    rows = read_rows(out / "candidates.jsonl.gz")
+    rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     keep = {kernels[0].name, kernels[1].name}
     kept = [r for r in rows if r["target_kernel"] in keep]
     with gzip.open(out / "candidates.jsonl.gz", "wt") as f:  # as if stopped after two kernels
         f.writelines(json.dumps(r) + "\n" for r in kept)
     assert main(argv) == 0
-    again = read_rows(out / "candidates.jsonl.gz")
+    again = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     assert [r for r in again if r["target_kernel"] in keep] == kept  # not measured again
     second = json.loads((out / "report.json").read_text())
     for a, b in zip(first["kernels"], second["kernels"]):

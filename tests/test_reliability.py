@@ -255,6 +255,6 @@ def test_mutated_matrix_rows_load_or_raise_bank_errors(tmp_path_factory):
         except BankError as err:
             assert str(path) in str(err)
         else:
-            assert all(r["target_model"] == "m" for r in rows)
+            assert all(r.target_model == "m" for r in rows)
 
     check()

@@ -14,6 +14,12 @@ from recommender.transfer_data import read_rows
 
 from .conftest import save_pt2
 
+
+def _dict_rows(path):
+    """The file's rows as their JSON objects (what is on disk, traces included)."""
+    return [r.to_json() for r in read_rows(path)]
+
+
 FAST = MeasureSettings(repeat=2, min_repeat_ms=1)
 
 
@@ -41,7 +47,7 @@ def test_all_pairs_keeps_every_candidate_leaving_the_target_model_out(bank2, tmp
     summary = json.loads((out / "summary.json").read_text())
     assert summary["bank_models"] == ["narrow", "wide"] and summary["top_n"] == 2 and summary["cap"] == 4
     for model, other in (("narrow", "wide"), ("wide", "narrow")):
-        rows = read_rows(out / f"{model}.jsonl.gz")
+        rows = _dict_rows(out / f"{model}.jsonl.gz")
         kernels = {r["target_kernel"] for r in rows}
         meta = json.loads((bank2 / model / "meta.json").read_text())
         assert kernels == {n for n, k in meta["kernels"].items() if k["tuned"]}
@@ -69,7 +75,7 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, tmp_path):
     assert _cli("--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
                 "--repeat", "2") == 0
     path = out / "narrow.jsonl.gz"
-    rows = read_rows(path)
+    rows = _dict_rows(path)
     kernels = list(dict.fromkeys(r["target_kernel"] for r in rows))
     assert len(kernels) >= 2
     # as if killed before the last kernel was written
@@ -78,7 +84,7 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, tmp_path):
         f.writelines(json.dumps(r) + "\n" for r in kept)
     assert _cli("--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
                 "--repeat", "2") == 0
-    again = read_rows(path)
+    again = _dict_rows(path)
     assert again[:len(kept)] == kept  # measured rows are kept as they were, not measured again
     assert {r["target_kernel"] for r in again[len(kept):]} == {kernels[-1]}
     assert not (out / "wide.jsonl.gz").exists()
@@ -90,7 +96,7 @@ def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, tmp_p
             "--repeat", "2"]
     assert _cli(*argv) == 0
     path = out / "narrow.jsonl.gz"
-    rows = read_rows(path)
+    rows = _dict_rows(path)
     kernels = list(dict.fromkeys(r["target_kernel"] for r in rows))
     flagged = kernels[0]
     marked = [dict(r, status="wrong_result", latency_s=None, costs=[], error="WrongResult: as if an old check")
@@ -98,10 +104,10 @@ def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, tmp_p
     with gzip.open(path, "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in marked)
     assert _cli(*argv) == 0  # a plain resume keeps them
-    assert read_rows(path) == marked
+    assert _dict_rows(path) == marked
     assert _cli(*argv, "--remeasure", "wrong_result,crash") == 0
     assert "measuring 1 kernels again" in capsys.readouterr().err
-    again = read_rows(path)
+    again = _dict_rows(path)
     others = [r for r in marked if r["target_kernel"] != flagged]
     assert again[:len(others)] == others  # the other kernels are not measured again
     redone = again[len(others):]
@@ -156,12 +162,12 @@ def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):
     time.sleep(1)
     assert workers and not [p for p in workers if psutil.pid_exists(p) and
                             psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # no orphaned worker
-    kept = read_rows(path)
+    kept = _dict_rows(path)
     done = {r["target_kernel"] for r in kept}
     meta = json.loads((bank2 / "wide" / "meta.json").read_text())
     tuned = {n for n, k in meta["kernels"].items() if k["tuned"]}
     assert done and done < tuned  # stopped part-way
     assert not [p for p in os.listdir(out) if p.startswith(".tmp-")]
     assert _cli(*argv[1:]) == 0
-    again = read_rows(path)
+    again = _dict_rows(path)
     assert again[:len(kept)] == kept and {r["target_kernel"] for r in again} == tuned

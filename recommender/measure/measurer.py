@@ -19,15 +19,9 @@ from queue import Empty, Queue
 
 from .args import kernel_args
 from ..errors import SchedrecError
+# candidate status values: defined once with the rows that record them, importable from here too
+from ..rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
 from .pool import WorkerCrash, WorkerError, WorkerHandle, WorkerTimeout
-
-# candidate status values, shared with the bank and replay records
-OK = "ok"
-BUILD_ERROR = "build_error"
-RUNTIME_ERROR = "runtime_error"
-TIMEOUT = "timeout"
-CRASH = "crash"
-WRONG_RESULT = "wrong_result"
 
 
 @dataclass

@@ -1,0 +1,191 @@
+"""Features of a candidate: its target kernel's shape, its source, and its replayed trace.
+
+Three parts, each a pure function of plain values (no TVM):
+- kernel: op kind, axes, epilogue length, FLOPs, bytes moved, arithmetic intensity, output extents, dtype;
+- pair: how the source kernel relates to the target (FLOP ratio, output-shape distance, whether the
+  target's output extents are multiples of the source's, same class or anchor fallback, the source record's
+  rank and the GFLOP/s it reached on its own kernel);
+- schedule: the trace as tokens (`trace_tokens`), aggregated for tree models (token counts and the
+  tile / unroll / parallel summary) or kept as a sequence for the TLP-style model.
+
+`Featurizer.tabular(rows)` gives one vector per candidate (LightGBM); `Featurizer.sequences(rows)` gives
+one (1 + MAX_TOKENS, 1 + width) array per candidate whose first token carries the kernel and pair features
+(the TLP-style model). The feature version names the schema and the vocabulary: a ranker saved for
+another version is refused.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+import numpy as np
+
+from .trace_tokens import MAX_TOKENS, N_NUMERIC, Vocabulary, schedule_summary, trace_tokens
+
+SCHEMA_VERSION = "1"
+KERNEL_KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "matmul", "batch_matmul", "pool", "reduction",
+                "elementwise")
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1,
+                "uint8": 1, "bool": 1}
+_MAX_OUT_DIMS = 4
+
+
+class CandidateLike(Protocol):
+    """What the featurizer reads from a candidate row (recommender.rows.CandidateRow has it)."""
+
+    class_key: str
+    flops: float
+    target_args: tuple
+    match: str
+    source_model: str | None
+    source_kernel: str | None
+    source_rank: int | None
+    source_latency_s: float | None
+    trace: list | None
+
+
+@dataclass(frozen=True)
+class SourceKernel:
+    """What the featurizer knows of a source kernel: its FLOPs and arguments (from the bank's meta.json)."""
+
+    flops: float
+    args: tuple  # ((shape, dtype), ...), the output last
+
+
+def _log(x: float) -> float:
+    return math.log2(1.0 + max(0.0, float(x)))
+
+
+def kernel_features(class_key: str, args: tuple, flops: float) -> dict[str, float]:
+    """Shape features of a kernel from its class key, argument shapes and FLOPs."""
+    head, _, blocks = class_key.partition(":")
+    kind, _, axes = head.partition("/")
+    out: dict[str, float] = {f"kind_{k}": float(kind == k) for k in KERNEL_KINDS}
+    m = axes.replace("s", " ").replace("r", " ").split()
+    out["n_spatial_axes"] = float(m[0]) if len(m) > 0 and m[0].isdigit() else 0.0
+    out["n_reduce_axes"] = float(m[1]) if len(m) > 1 and m[1].isdigit() else 0.0
+    names = blocks.split("+") if blocks else []
+    anchor = next((i for i, b in enumerate(names) if b.startswith("@")), 0)
+    out["n_prologue"] = float(anchor)
+    out["n_epilogue"] = float(max(0, len(names) - anchor - 1))
+    out["has_pad"] = float(any("pad" in b for b in names[:anchor]))
+    nbytes = sum(int(np.prod(s or (1,))) * _DTYPE_BYTES.get(d, 4) for s, d in args)
+    out["log_flops"] = _log(flops)
+    out["log_bytes"] = _log(nbytes)
+    out["intensity"] = _log(flops / nbytes) if nbytes else 0.0
+    out["n_args"] = float(len(args))
+    shape = list(args[-1][0]) if args else []
+    dims = [d for d in shape if d != 1] or [1]
+    dims = ([1] * _MAX_OUT_DIMS + dims)[-_MAX_OUT_DIMS:]
+    for j, d in enumerate(dims):
+        out[f"out_dim{j}"] = _log(d)
+    out["log_out_size"] = _log(np.prod(shape or (1,)))
+    out["innermost_mod8"] = float(shape[-1] % 8 == 0) if shape else 0.0
+    out["innermost_mod16"] = float(shape[-1] % 16 == 0) if shape else 0.0
+    out["float32"] = float(bool(args) and args[-1][1] == "float32")
+    return out
+
+
+def pair_features(row: CandidateLike, source: SourceKernel | None) -> dict[str, float]:
+    """How the candidate's source relates to its target kernel."""
+    out = {"match_anchor": float(row.match == "anchor"), "source_rank": float(row.source_rank or 0),
+           "log_source_latency": _log((row.source_latency_s or 0.0) * 1e6)}
+    if source is None or not source.args:
+        out.update(source_known=0.0, log_flop_ratio=0.0, abs_log_flop_ratio=0.0, source_gflops=0.0,
+                   shape_distance=0.0, dims_multiple=0.0, dims_equal=0.0, expected_latency=0.0)
+        return out
+    t_shape = list(row.target_args[-1][0]) if row.target_args else []
+    s_shape = list(source.args[-1][0])
+    ratio = math.log2(max(row.flops, 1.0) / max(source.flops, 1.0))
+    gflops = source.flops / row.source_latency_s / 1e9 if row.source_latency_s else 0.0
+    same_rank = len(t_shape) == len(s_shape)
+    pairs = list(zip(t_shape, s_shape)) if same_rank else []
+    out.update(
+        source_known=1.0, log_flop_ratio=ratio, abs_log_flop_ratio=abs(ratio), source_gflops=_log(gflops),
+        shape_distance=sum(abs(math.log2(max(t, 1) / max(s, 1))) for t, s in pairs) if same_rank else 16.0,
+        dims_multiple=float(sum(1 for t, s in pairs if s and t % s == 0) / len(pairs)) if pairs else 0.0,
+        dims_equal=float(sum(1 for t, s in pairs if t == s) / len(pairs)) if pairs else 0.0,
+        # the source's latency scaled to the target's FLOPs: what the heuristic of transfer-tuning assumes
+        expected_latency=_log((row.source_latency_s or 0.0) * 1e6 * max(row.flops, 1.0) / max(source.flops, 1.0)),
+    )
+    return out
+
+
+class Featurizer:
+    """Turns candidate rows into ranker input. `sources` maps (model, kernel) to its SourceKernel."""
+
+    def __init__(self, vocab: Vocabulary, sources: dict[tuple[str, str], SourceKernel] | None = None) -> None:
+        self.vocab = vocab
+        self.sources = sources or {}
+        probe = _ProbeRow()
+        self._kernel_names = list(kernel_features(probe.class_key, probe.target_args, 1.0))
+        self._pair_names = list(pair_features(probe, None))
+        self._sched_names = list(schedule_summary([[], []]))
+        self.tabular_names = (self._kernel_names + self._pair_names + self._sched_names +
+                              [f"count_{w}" for w in vocab.words[1:]] + ["n_instructions"])
+        self.context_names = self._kernel_names + self._pair_names
+        self.token_width = 1 + max(N_NUMERIC, len(self.context_names))
+
+    @property
+    def version(self) -> str:
+        return f"schema{SCHEMA_VERSION}-vocab{self.vocab.version}.{self.vocab.digest}"
+
+    def _source(self, row: CandidateLike) -> SourceKernel | None:
+        return self.sources.get((row.source_model, row.source_kernel))
+
+    def _context(self, row: CandidateLike) -> list[float]:
+        k = kernel_features(row.class_key, row.target_args, row.flops)
+        p = pair_features(row, self._source(row))
+        return [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names]
+
+    def tabular(self, rows: Iterable[CandidateLike]) -> np.ndarray:
+        """One vector per candidate: kernel, pair, schedule summary and token counts."""
+        out = []
+        n_words = len(self.vocab)
+        for row in rows:
+            ids, _ = trace_tokens(_trace_of(row), self.vocab)
+            counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=n_words)[1:].astype(np.float32)
+            s = schedule_summary(row.trace)
+            out.append(np.concatenate([np.asarray(self._context(row), dtype=np.float32),
+                                       np.asarray([s[n] for n in self._sched_names], dtype=np.float32),
+                                       counts, np.asarray([len(ids)], dtype=np.float32)]))
+        return np.stack(out) if out else np.zeros((0, len(self.tabular_names)), dtype=np.float32)
+
+    def sequences(self, rows: Iterable[CandidateLike], max_tokens: int = MAX_TOKENS) -> np.ndarray:
+        """(n, 1 + max_tokens, token_width): a context token (id = len(vocab), the kernel and pair
+        features), then the trace's tokens: column 0 the token id (0 = padding), then its numeric values."""
+        rows = list(rows)
+        out = np.zeros((len(rows), 1 + max_tokens, self.token_width), dtype=np.float32)
+        for i, row in enumerate(rows):
+            ctx = self._context(row)
+            out[i, 0, 0] = len(self.vocab)
+            out[i, 0, 1:1 + len(ctx)] = ctx
+            ids, nums = trace_tokens(_trace_of(row), self.vocab)
+            n = min(len(ids), max_tokens)
+            out[i, 1:1 + n, 0] = ids[:n]
+            out[i, 1:1 + n, 1:1 + N_NUMERIC] = nums[:n]
+        return out
+
+
+def _trace_of(row: CandidateLike) -> list:
+    if row.trace is None:
+        from .trace_tokens import TraceFeatureError
+        raise TraceFeatureError(f"candidate {row.source_model}/{row.source_kernel} has no replayed trace "
+                                f"(status {getattr(row, 'status', '?')}): only replayed candidates are ranked")
+    return row.trace
+
+
+@dataclass(frozen=True)
+class _ProbeRow:
+    """A minimal row for deriving feature names."""
+
+    class_key: str = "matmul/s2r1:@matmul"
+    flops: float = 1.0
+    target_args: tuple = (((1, 1), "float32"),)
+    match: str = "class"
+    source_model: str | None = None
+    source_kernel: str | None = None
+    source_rank: int | None = 0
+    source_latency_s: float | None = None
+    trace: list | None = None

@@ -1,0 +1,109 @@
+"""Candidate rows: one (target kernel, candidate schedule) pair with its measurement, the unit of the
+transfer matrix, of replay runs and of every ranker's training and evaluation data.
+
+On disk a row is one JSON object a line (docs/DATA.md); `CandidateRow.from_json` / `to_json` are the only
+places that know the field names. The kernel's own default (unscheduled) version is a row too, with
+`match == DEFAULT`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+# how a candidate's source matches the target kernel
+CLASS, ANCHOR, DEFAULT = "class", "anchor", "default"
+
+# statuses: OK, or why a candidate has no latency
+OK = "ok"
+# before measurement (replay): known before a ranker sees the candidate
+CLASS_MISMATCH = "class_mismatch"
+REPLAY_ERROR = "replay_error"
+POSTPROC_FAILURE = "postproc_failure"
+REPLAY_TIMEOUT = "replay_timeout"
+REPLAY_CRASH = "replay_crash"
+REPLAY_FAILURES = (CLASS_MISMATCH, REPLAY_ERROR, POSTPROC_FAILURE, REPLAY_TIMEOUT, REPLAY_CRASH)
+# during measurement: a selected candidate that wastes its measurement
+BUILD_ERROR = "build_error"
+RUNTIME_ERROR = "runtime_error"
+TIMEOUT = "timeout"
+CRASH = "crash"
+WRONG_RESULT = "wrong_result"
+MEASURE_FAILURES = (BUILD_ERROR, RUNTIME_ERROR, TIMEOUT, CRASH, WRONG_RESULT)
+FAILURE_STATUSES = REPLAY_FAILURES + MEASURE_FAILURES
+
+REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """One measured candidate (or the kernel's default schedule, `match == DEFAULT`)."""
+
+    # the target kernel
+    target_model: str
+    target_kernel: str
+    class_key: str
+    match: str
+    status: str
+    weight: int = 1
+    flops: float = 0.0
+    target_args: tuple = ()  # ((shape tuple, dtype), ...)
+    target_tuned_s: float | None = None  # the kernel's own best bank latency (None outside the bank)
+    # the source schedule (None for the default row)
+    source_model: str | None = None
+    source_kernel: str | None = None
+    source_class_key: str | None = None
+    source_rank: int | None = None
+    source_latency_s: float | None = None
+    trace: list | None = field(default=None, compare=False)  # replayed trace on the target kernel
+    # the outcome
+    error: str = ""
+    costs: tuple = ()
+    latency_s: float | None = None
+    # default row only
+    workload: list | None = field(default=None, compare=False)
+    seconds: dict | None = field(default=None, compare=False)
+
+    @property
+    def kernel_key(self) -> tuple[str, str]:
+        return (self.target_model, self.target_kernel)
+
+    @property
+    def is_default(self) -> bool:
+        return self.match == DEFAULT
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK and self.latency_s is not None
+
+    @property
+    def replayed(self) -> bool:
+        """The candidate replayed onto the target kernel (so a ranker can see its trace)."""
+        return not self.is_default and self.trace is not None
+
+    @property
+    def key(self) -> tuple:
+        """Unique within a matrix: the target kernel and the source record."""
+        return (self.target_model, self.target_kernel, self.source_model, self.source_kernel, self.source_rank,
+                self.match)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "CandidateRow":
+        missing = [f for f in REQUIRED if f not in obj]
+        if missing:
+            raise ValueError(f"a row needs {', '.join(REQUIRED)}; missing {', '.join(missing)}")
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in obj.items() if k in known}
+        kw["target_args"] = tuple((tuple(a["shape"]), a["dtype"]) for a in obj.get("target_args") or ())
+        kw["costs"] = tuple(obj.get("costs") or ())
+        kw["weight"] = int(obj.get("weight") or 1)
+        kw["flops"] = float(obj.get("flops") or 0.0)
+        kw["error"] = obj.get("error") or ""
+        return cls(**kw)
+
+    def to_json(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["target_args"] = [{"shape": list(s), "dtype": d} for s, d in self.target_args]
+        out["costs"] = list(self.costs)
+        for opt in ("workload", "seconds"):
+            if out[opt] is None:
+                del out[opt]
+        return out

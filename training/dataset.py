@@ -1,0 +1,116 @@
+"""Ranking data from measured candidate rows: one query group per target kernel.
+
+Only candidates that replayed are ranked: replay runs before ranking, so a replay failure is known and
+costs no measurement. A replayed candidate that then fails (wrong result, build error, timeout) stays in
+its group with relevance 0, below every valid one: the rankers learn to put such schedules last.
+Relevance of a valid candidate is best / latency in (0, 1]: 1 for the kernel's fastest.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from featurize.candidate_features import SourceKernel
+from recommender.bank import BankError, bank_models, read_meta
+from recommender.rows import CandidateRow
+from recommender.transfer_data import read_rows
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """The ranked candidates of one target kernel, with what scoring needs."""
+
+    key: tuple[str, str]  # (target model, kernel)
+    rows: tuple[CandidateRow, ...]
+    weight: int
+    default_s: float | None
+
+    @property
+    def best_s(self) -> float | None:
+        valid = [r.latency_s for r in self.rows if r.ok]
+        return min(valid) if valid else None
+
+    def relevance(self) -> np.ndarray:
+        best = self.best_s
+        return np.asarray([best / r.latency_s if r.ok and best else 0.0 for r in self.rows])
+
+
+@dataclass
+class RankingSet:
+    groups: list[KernelGroup] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[CandidateRow]:
+        return [r for g in self.groups for r in g.rows]
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.asarray([len(g.rows) for g in self.groups], dtype=np.int64)
+
+    def relevance(self) -> np.ndarray:
+        return np.concatenate([g.relevance() for g in self.groups]) if self.groups else np.zeros(0)
+
+    def where(self, keep) -> "RankingSet":
+        return RankingSet([g for g in self.groups if keep(g)])
+
+    def digest(self) -> str:
+        """A hash of what the set holds (candidates and their outcomes): saved rankers carry it."""
+        h = hashlib.sha256()
+        for g in self.groups:
+            for r in g.rows:
+                h.update(repr((r.key, r.status, r.latency_s)).encode())
+        return h.hexdigest()[:16]
+
+
+def as_rows(items: list) -> list[CandidateRow]:
+    return [r if isinstance(r, CandidateRow) else CandidateRow.from_json(r) for r in items]
+
+
+def read_matrix(matrix_dir: Path) -> list[CandidateRow]:
+    """Every row of a transfer matrix (one gzipped JSON-lines file per target model)."""
+    files = sorted(Path(matrix_dir).glob("*.jsonl.gz"))
+    if not files:
+        raise BankError(f"no transfer-matrix files (*.jsonl.gz) in {matrix_dir}: build it with "
+                        f"`schedrec replay --all-pairs` first")
+    return [r for f in files for r in as_rows(read_rows(f))]
+
+
+def read_source_kernels(bank_dir: Path) -> dict[tuple[str, str], SourceKernel]:
+    """(model, kernel) -> FLOPs and arguments of every kernel in the bank's meta.json files."""
+    out = {}
+    for folder in bank_models(Path(bank_dir)):
+        meta = read_meta(folder)
+        for name, k in (meta.get("kernels") or {}).items():
+            args = tuple((tuple(a["shape"]), a["dtype"]) for a in k.get("args", []))
+            out[(meta["model"], name)] = SourceKernel(float(k.get("flops") or 0.0), args)
+    return out
+
+
+def ranking_set(rows: list[CandidateRow], min_candidates: int = 1) -> RankingSet:
+    """Group replayed candidates by target kernel (kernels with fewer than `min_candidates` dropped)."""
+    by_kernel: dict[tuple[str, str], list[CandidateRow]] = defaultdict(list)
+    defaults: dict[tuple[str, str], CandidateRow] = {}
+    for r in rows:
+        if r.is_default:
+            defaults[r.kernel_key] = r
+        elif r.replayed:
+            by_kernel[r.kernel_key].append(r)
+    groups = []
+    for key in sorted(by_kernel):
+        cands = by_kernel[key]
+        if len(cands) < min_candidates:
+            continue
+        d = defaults.get(key)
+        groups.append(KernelGroup(key, tuple(cands), cands[0].weight, d.latency_s if d is not None else None))
+    return RankingSet(groups)
+
+
+def leave_model_out(rows: list[CandidateRow], model: str) -> tuple[list[CandidateRow], list[CandidateRow]]:
+    """(training rows, test rows) for held-out `model`: no training row targets it or comes from it."""
+    train = [r for r in rows if r.target_model != model and r.source_model != model]
+    test = [r for r in rows if r.target_model == model]
+    return train, test

@@ -1,0 +1,133 @@
+"""Leave-one-model-out evaluation of rankers on measured rows.
+
+For each bank model M, every ranker is fitted on the rows whose target is another model and whose source
+is not M (so M's schedules are neither in the training data nor in the candidate pool it is scored on),
+then ranks M's kernels. Figures per model and pooled over all held-out kernels (training.metrics).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from featurize.candidate_features import Featurizer
+from recommender.rows import CandidateRow
+
+from .dataset import RankingSet, ranking_set
+from .metrics import KS, score_groups, summarize_outcomes
+from .rankers import Ranker, TransferTuningHeuristic, ranker_class
+
+
+class FeatureTable:
+    """Features of every row for each feature set, computed once and sliced per fold."""
+
+    def __init__(self, featurizer: Featurizer, rows: list[CandidateRow],
+                 per_store: Callable[[list[CandidateRow]], np.ndarray] | None = None) -> None:
+        self.featurizer = featurizer
+        self._index = {r.key: i for i, r in enumerate(rows)}
+        self._sets: dict[str, np.ndarray] = {}
+        self._rows = rows
+        self._per_store = per_store
+        self.seconds: dict[str, float] = {}
+
+    def _compute(self, feature_set: str) -> np.ndarray:
+        t0 = time.perf_counter()
+        if feature_set == "tabular":
+            X = self.featurizer.tabular(self._rows)
+        elif feature_set == "tokens":
+            X = self.featurizer.sequences(self._rows)
+        elif feature_set == "per_store":
+            if self._per_store is None:
+                raise KeyError("per_store features are not available")
+            X = self._per_store(self._rows)
+        else:
+            raise KeyError(f"unknown feature set {feature_set!r}")
+        self.seconds[feature_set] = round(time.perf_counter() - t0, 2)
+        return X
+
+    def get(self, feature_set: str, rows: list[CandidateRow]) -> np.ndarray:
+        if feature_set not in self._sets:
+            self._sets[feature_set] = self._compute(feature_set)
+        return self._sets[feature_set][[self._index[r.key] for r in rows]]
+
+
+def make_ranker(name: str, featurizer: Featurizer, params: dict | None = None) -> Ranker:
+    cls = ranker_class(name)
+    if cls is TransferTuningHeuristic:
+        return TransferTuningHeuristic.for_names(featurizer.tabular_names)
+    return cls(**(params or {}))
+
+
+def fit_ranker(name: str, data: RankingSet, table: FeatureTable, params: dict | None = None,
+               data_hash: str = "") -> Ranker:
+    ranker = make_ranker(name, table.featurizer, params)
+    X = table.get(ranker.feature_set, data.rows)
+    return ranker.fit(X, data.relevance(), data.sizes, feature_version=table.featurizer.version,
+                      data_hash=data_hash)
+
+
+def predict(ranker: Ranker, data: RankingSet, table: FeatureTable) -> np.ndarray:
+    return ranker.predict(table.get(ranker.feature_set, data.rows), data.sizes)
+
+
+def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: list[str],
+                        models: list[str] | None = None, params: dict[str, dict] | None = None,
+                        train_fraction: float = 1.0, seed: int = 0,
+                        log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    """Per-model and pooled figures of every ranker in `names`; `train_fraction` < 1 keeps a random share
+    of the training kernels (the learning curve)."""
+    models = models or sorted({r.target_model for r in rows})
+    outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
+    seconds: dict[str, float] = {n: 0.0 for n in names}
+    for model in models:
+        train_rows = [r for r in rows if r.target_model != model and r.source_model != model]
+        test = ranking_set([r for r in rows if r.target_model == model])
+        train = ranking_set(train_rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+        if train_fraction < 1.0:
+            rng = np.random.default_rng(seed)
+            keep = set(rng.permutation(len(train.groups))[:max(1, int(round(train_fraction * len(train.groups))))])
+            train = RankingSet([g for i, g in enumerate(train.groups) if i in keep])
+        for name in names:
+            t0 = time.perf_counter()
+            ranker = fit_ranker(name, train, table, (params or {}).get(name))
+            scores = predict(ranker, test, table)
+            seconds[name] += time.perf_counter() - t0
+            outcomes[name][model] = score_groups(test.groups, scores)
+        log(f"held out {model}: {len(test.groups)} kernels, trained on {len(train.groups)}")
+    result: dict = {"models": models, "ks": list(KS), "rankers": {}}
+    for name in names:
+        per_model = {m: summarize_outcomes(o) for m, o in outcomes[name].items()}
+        pooled = summarize_outcomes([x for o in outcomes[name].values() for x in o])
+        result["rankers"][name] = {"pooled": pooled, "models": per_model, "seconds": round(seconds[name], 2)}
+    return result
+
+
+def format_table(result: dict, title: str = "") -> str:
+    """The pooled figures of every ranker as a Markdown table."""
+    cols = ["top1", "top3", "top5", "q1", "q3", "q5", "ndcg5", "hit1", "hit5", "fail1", "fail5"]
+    lines = ([title, ""] if title else []) + [
+        "| ranker | kernels | " + " | ".join(cols) + " | seconds |", "|---|---|" + "---|" * len(cols) + "---|"]
+    for name, r in result["rankers"].items():
+        p = r["pooled"]
+        lines.append(f"| {name} | {p.get('kernels', 0)} | " + " | ".join(f"{p.get(c, float('nan')):.3f}" for c in cols)
+                     + f" | {r['seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+def per_model_table(result: dict, metric: str = "top1") -> str:
+    names = list(result["rankers"])
+    lines = ["| held-out model | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for m in result["models"]:
+        cells = [result["rankers"][n]["models"].get(m, {}).get(metric) for n in names]
+        lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def default_paths(target_key: str, root: Path | None = None) -> tuple[Path, Path, Path]:
+    """(matrix dir, bank dir, rankers dir) of a target."""
+    from recommender.bank import repo_models_dir
+    base = (root or repo_models_dir()) / target_key
+    return base / "transfer", base / "bank", base / "rankers"

@@ -1,0 +1,153 @@
+"""Train a target's rankers on its transfer matrix, and evaluate them: what `schedrec train` / `evaluate` run.
+
+Everything is per hardware target: `models/<key>/transfer/` (measured rows) and `models/<key>/bank/`
+(source kernels) in, `models/<key>/rankers/<name>/` (model + meta.json) and
+`models/<key>/rankers/evaluation.json` out. A new CPU's bank and matrix train its own rankers with the
+same command.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from featurize.candidate_features import Featurizer
+from featurize.trace_tokens import Vocabulary
+from recommender.bank import BankError
+from recommender.fileio import atomic_write_json, display_path
+from recommender.rows import CandidateRow
+
+from .dataset import as_rows, read_matrix, read_source_kernels, ranking_set
+from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
+from .metrics import score_groups, summarize_outcomes
+from .rankers import BASELINES, LEARNED
+
+EVALUATION_FILE = "evaluation.json"
+
+
+def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.ndarray] | None:
+    """PerStoreFeature summaries saved by scripts/per_store_features.py, looked up by row key."""
+    if not features_file.exists():
+        return None
+    import json
+    data = np.load(features_file, allow_pickle=False)
+    keys = [tuple(k) for k in json.loads(str(data["keys"]))]
+    index = {k: i for i, k in enumerate(keys)}
+    X = data["X"]
+
+    def lookup(rows: list[CandidateRow]) -> np.ndarray:
+        missing = [r.key for r in rows if r.key not in index]
+        if missing:
+            raise BankError(f"{features_file} has no PerStoreFeature vector for {len(missing)} candidates "
+                            f"(e.g. {missing[0]}): run scripts/per_store_features.py again")
+        return X[[index[r.key] for r in rows]]
+
+    return lookup
+
+
+class TargetData:
+    """A target's measured rows, featurizer and feature table, loaded once."""
+
+    def __init__(self, target_dir: Path, log: Callable[[str], None]) -> None:
+        self.target_dir = Path(target_dir)
+        if not self.target_dir.is_dir():
+            raise BankError(f"no target folder {self.target_dir}")
+        t0 = time.perf_counter()
+        self.rows = read_matrix(self.target_dir / "transfer")
+        self.featurizer = Featurizer(Vocabulary.load(), read_source_kernels(self.target_dir / "bank"))
+        self.table = FeatureTable(self.featurizer, [r for r in self.rows if r.replayed],
+                                  per_store_lookup(self.target_dir / "features" / "per_store.npz"))
+        self.available = [n for n in LEARNED + BASELINES
+                          if n != "xgb_per_store" or self.table._per_store is not None]
+        log(f"{display_path(self.target_dir)}: {len(self.rows)} rows read in {time.perf_counter() - t0:.1f} s")
+
+
+def _names(requested: list[str], data: TargetData) -> list[str]:
+    if "xgb_per_store" in requested and "xgb_per_store" not in data.available:
+        raise BankError(f"no PerStoreFeature vectors in {data.target_dir / 'features'}: run "
+                        f"scripts/per_store_features.py first, or leave out xgb_per_store")
+    return requested
+
+
+def train(target_dir: Path, names: list[str], log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)
+          ) -> dict:
+    """Fit each ranker on the whole matrix and save it under `<target>/rankers/<name>/`."""
+    data = TargetData(target_dir, log)
+    names = _names(names, data)
+    train_set = ranking_set(data.rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+    digest = train_set.digest()
+    out = {}
+    for name in names:
+        t0 = time.perf_counter()
+        ranker = fit_ranker(name, train_set, data.table, data_hash=digest)
+        folder = data.target_dir / "rankers" / name
+        extra = {"target_key": data.target_dir.name, "trained_on": display_path(data.target_dir / "transfer"),
+                 "kernels": len(train_set.groups), "candidates": int(train_set.sizes.sum()),
+                 "models": sorted({g.key[0] for g in train_set.groups}),
+                 "train_seconds": round(time.perf_counter() - t0, 2),
+                 "feature_seconds": dict(data.table.seconds)}
+        ranker.save(folder, extra)
+        out[name] = extra
+        log(f"{name}: trained on {extra['kernels']} kernels ({extra['candidates']} candidates) in "
+            f"{extra['train_seconds']} s -> {display_path(folder)}")
+    return out
+
+
+def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None,
+             fractions: tuple[float, ...] = (), log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)
+             ) -> dict:
+    """Leave-one-model-out figures of every ranker, the held-out zoo models' replays scored by rankers
+    trained on the whole matrix, and optionally a learning curve; written to rankers/evaluation.json."""
+    data = TargetData(target_dir, log)
+    names = _names(names, data)
+    t0 = time.perf_counter()
+    result = {"target_key": data.target_dir.name, "feature_version": data.featurizer.version,
+              "lomo": leave_one_model_out(data.rows, data.table, names, models, log=log)}
+    result["heldout"] = heldout_scores(data, names, log)
+    if fractions:
+        result["learning_curve"] = learning_curve(data, [n for n in names if n in LEARNED], fractions, log)
+    noise = data.target_dir / "transfer" / "noise" / "ceiling.json"
+    if noise.exists():
+        import json
+        result["noise_ceiling"] = json.loads(noise.read_text())
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["feature_seconds"] = dict(data.table.seconds)
+    atomic_write_json(str(data.target_dir / "rankers" / EVALUATION_FILE), result)
+    return result
+
+
+def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None]) -> dict:
+    """Rankers fitted on every matrix row, scored on the exhaustive replays of models outside the bank
+    (`<target>/heldout/<model>/candidates.jsonl.gz`)."""
+    from recommender.transfer_data import read_rows
+    files = sorted((data.target_dir / "heldout").glob("*/candidates.jsonl.gz"))
+    if not files:
+        return {}
+    rows = [r for f in files for r in as_rows(read_rows(f))]
+    table = FeatureTable(data.featurizer, [r for r in rows if r.replayed])
+    test = ranking_set(rows)
+    train_set = ranking_set(data.rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+    out: dict = {"models": sorted({g.key[0] for g in test.groups}), "rankers": {}}
+    for name in names:
+        if name == "xgb_per_store":
+            continue  # no PerStoreFeature vectors for held-out replays
+        ranker = fit_ranker(name, train_set, data.table)
+        outcomes = score_groups(test.groups, predict(ranker, test, table))
+        per_model = {m: summarize_outcomes([o for o in outcomes if o and o["key"][0] == m]) for m in out["models"]}
+        out["rankers"][name] = {"pooled": summarize_outcomes(outcomes), "models": per_model}
+    log(f"held-out zoo models: {', '.join(out['models'])}")
+    return out
+
+
+def learning_curve(data: TargetData, names: list[str], fractions: tuple[float, ...],
+                   log: Callable[[str], None]) -> dict:
+    """Pooled leave-one-model-out top-1/top-5 against the share of training kernels kept."""
+    out: dict = {}
+    for frac in fractions:
+        r = leave_one_model_out(data.rows, data.table, names, train_fraction=frac, log=lambda m: None)
+        out[str(frac)] = {n: {k: r["rankers"][n]["pooled"][k] for k in ("top1", "top3", "top5")} for n in names}
+        log(f"learning curve at {frac:.0%}: " + ", ".join(f"{n} top1 {out[str(frac)][n]['top1']}" for n in names))
+    return out
