@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from .trace_schema import MalformedTrace, check_trace
 
 PAD, UNK = "<pad>", "<unk>"
 N_NUMERIC = 10  # numeric values per token
@@ -84,20 +83,42 @@ def _log(x: float) -> float:
     return math.log2(1.0 + abs(float(x)))
 
 
+def check_shape(trace: Any) -> None:
+    """Raise TraceFeatureError unless `trace` is `[[kind, inputs, attrs, outputs], ...], [[index, value], ...]]`.
+
+    Lighter than trace_schema.check_trace (which guards TVM against traces that would crash it): the
+    featurizer only needs the shape, and must accept instruction kinds it has never seen."""
+    if not (isinstance(trace, (list, tuple)) and len(trace) == 2 and all(isinstance(x, (list, tuple)) for x in trace)):
+        raise TraceFeatureError("malformed trace: expected [instructions, decisions]")
+    insts, decisions = trace
+    for i, inst in enumerate(insts):
+        if not (isinstance(inst, (list, tuple)) and len(inst) == 4 and isinstance(inst[0], str)
+                and all(isinstance(x, (list, tuple)) for x in inst[1:])):
+            raise TraceFeatureError(f"malformed trace: instruction {i} is not [kind, inputs, attrs, outputs]")
+    for d in decisions:
+        if not (isinstance(d, (list, tuple)) and len(d) == 2 and isinstance(d[0], int)
+                and 0 <= d[0] < len(insts)):
+            raise TraceFeatureError(f"malformed trace: decision {str(d)[:40]} is not [instruction index, value]")
+
+
 def trace_tokens(trace: Any, vocab: Vocabulary, check: bool = True) -> tuple[list[int], np.ndarray]:
     """Token ids and an (n_instructions, N_NUMERIC) float32 matrix of a trace; uncropped.
 
-    Raises TraceFeatureError for a malformed trace (checked against MetaSchedule's instruction shapes)."""
+    An instruction kind outside the vocabulary becomes the unknown token (a newer MetaSchedule may add
+    kinds); a trace that is not `[instructions, decisions]` of the right shape raises TraceFeatureError."""
     if check:
-        try:
-            check_trace(trace)
-        except MalformedTrace as err:
-            raise TraceFeatureError(f"malformed trace: {err}") from None
+        check_shape(trace)
+    try:
+        return _trace_tokens(trace, vocab)
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError) as err:
+        raise TraceFeatureError(f"malformed trace: {type(err).__name__}: {str(err)[:80]}") from None
+
+
+def _trace_tokens(trace: Any, vocab: Vocabulary) -> tuple[list[int], np.ndarray]:
     insts, decisions = trace
     decided = {int(i): v for i, v in decisions}
     extent: dict[str, float] = {}  # loop RV -> extent, where the trace fixes it
     value: dict[str, float] = {}  # variable RV -> its sampled value
-    factors_of: dict[str, list] = {}  # tile variable -> [all factors of its tile], for Split
     ids: list[int] = []
     nums = np.zeros((len(insts), N_NUMERIC), dtype=np.float32)
     for n, inst in enumerate(insts):
@@ -127,8 +148,10 @@ def trace_tokens(trace: Any, vocab: Vocabulary, check: bool = True) -> tuple[lis
                     extent[out] = f
         elif kind == "SampleCategorical":
             cands = attrs[0] if attrs else []
-            choice = decided.get(n)
-            v = cands[choice] if isinstance(choice, int) and 0 <= choice < len(cands) else 0
+            choice = decided.get(n, 0)
+            if not (isinstance(choice, int) and 0 <= choice < len(cands)):
+                raise ValueError(f"SampleCategorical decision {str(choice)[:20]} is not an index into {len(cands)}")
+            v = cands[choice]
             row[0] = _log(v)
             row[1] = _log(max(cands)) if cands else 0.0
             row[6] = len(cands)
@@ -179,6 +202,14 @@ def schedule_summary(trace: Any) -> dict[str, float]:
     """What a trace decides that matters most for speed, as named numbers (for tree models): the anchor's
     tile sizes per level (log2 product over spatial and over reduction loops), the innermost spatial factor
     (the vector loop), the unroll value, parallel and vector extent limits, compute locations."""
+    check_shape(trace)
+    try:
+        return _schedule_summary(trace)
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError) as err:
+        raise TraceFeatureError(f"malformed trace: {type(err).__name__}: {str(err)[:80]}") from None
+
+
+def _schedule_summary(trace: Any) -> dict[str, float]:
     insts, decisions = trace
     decided = {int(i): v for i, v in decisions}
     value: dict[str, float] = {}
@@ -202,8 +233,10 @@ def schedule_summary(trace: Any) -> dict[str, float]:
                 out["n_reduce_tiles"] += 1
         elif kind == "SampleCategorical":
             cands = attrs[0] if attrs else []
-            c = decided.get(n)
-            if outputs and isinstance(c, int) and 0 <= c < len(cands):
+            c = decided.get(n, 0)
+            if not (isinstance(c, int) and 0 <= c < len(cands)):
+                raise ValueError(f"SampleCategorical decision {str(c)[:20]} is not an index into {len(cands)}")
+            if outputs:
                 value[outputs[0]] = float(cands[c])
         elif kind == "Annotate" and attrs:
             v = inputs[1] if len(inputs) > 1 else 0

@@ -242,6 +242,78 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
     return 0
 
 
+def _target_dir(args: argparse.Namespace):
+    """models/<key>/ for --target-key, or for the --target's key (the host CPU by default)."""
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    if args.target_key:
+        key = args.target_key
+    else:
+        from .target import parse_target
+        key = parse_target(args.target).key
+    folder = repo_models_dir() / key
+    if not (folder / "transfer").is_dir():
+        have = sorted(p.name for p in repo_models_dir().iterdir() if (p / "transfer").is_dir())
+        raise SchedrecError(f"no transfer matrix for target {key} (looked in {folder / 'transfer'}); "
+                            f"targets with one: {', '.join(have) or 'none'} (use --target-key)")
+    return Path(folder)
+
+
+def _ranker_names(text: str) -> list[str]:
+    from training.rankers import BASELINES, LEARNED
+    names = list(LEARNED) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in LEARNED + BASELINES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown ranker {', '.join(unknown) or repr(text)}; "
+                                         f"one or more of {', '.join(LEARNED + BASELINES)}, or all")
+    return names
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected fractions like 0.25,0.5,1, got {text!r}") from None
+    if not values or any(not 0.0 < v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"fractions must be in (0, 1], got {text!r}")
+    return values
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/."""
+    from training.train import train
+    folder = _target_dir(args)
+    train(folder, args.ranker)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Leave-one-model-out evaluation of rankers and baselines on the target's transfer matrix."""
+    from training.evaluate import format_table, per_model_table
+    from training.train import evaluate
+    folder = _target_dir(args)
+    models = [m for m in (args.models or "").split(",") if m] or None
+    names = args.ranker or ["lgbm", "tlp", "heuristic", "random"] + (
+        ["xgb_per_store"] if (folder / "features" / "per_store.npz").exists() else [])
+    result = evaluate(folder, names, models=models, fractions=args.learning_curve or ())
+    print(format_table(result["lomo"], f"Leave-one-model-out, pooled over held-out bank kernels "
+                                       f"(measured on {folder.name})"))
+    print()
+    print(per_model_table(result["lomo"]))
+    if result.get("heldout", {}).get("rankers"):
+        print()
+        print(format_table({"rankers": {n: dict(r, seconds=0.0) for n, r in result["heldout"]["rankers"].items()}},
+                           f"Zoo models outside the bank ({', '.join(result['heldout']['models'])}), rankers "
+                           f"trained on the whole matrix"))
+    if "noise_ceiling" in result:
+        nc = result["noise_ceiling"]
+        print(f"\nlabel-noise ceiling ({nc['kernels']} kernels measured twice): top1 {nc['top1']}, "
+              f"top3 {nc['top3']}, top5 {nc['top5']}")
+    print(f"\n{result['seconds']} s; written to {folder / 'rankers' / 'evaluation.json'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedrec", description="ML-guided schedule recommender for TVM MetaSchedule.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
@@ -322,6 +394,27 @@ def build_parser() -> argparse.ArgumentParser:
     target_opt(bn)
     bank_opt(bn)
     bn.set_defaults(func=cmd_bank_info)
+
+    def target_key_opt(sp: argparse.ArgumentParser) -> None:
+        target_opt(sp)
+        sp.add_argument("--target-key", metavar="KEY",
+                        help="the target folder models/KEY/ (default: the key of --target)")
+
+    tr = sub.add_parser("train", help=cmd_train.__doc__, description=cmd_train.__doc__)
+    target_key_opt(tr)
+    tr.add_argument("--ranker", type=_ranker_names, default=["lgbm", "tlp"],
+                    help="lgbm, tlp, all (both), or a comma-separated list with baselines (default: all)")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("evaluate", help=cmd_evaluate.__doc__, description=cmd_evaluate.__doc__)
+    target_key_opt(ev)
+    ev.add_argument("--ranker", type=_ranker_names, default=None,
+                    help="rankers and baselines to compare (default: lgbm,tlp,heuristic,random, and "
+                         "xgb_per_store when its features exist)")
+    ev.add_argument("--models", help="only these held-out bank models (comma-separated)")
+    ev.add_argument("--learning-curve", type=_fractions, metavar="F[,F]",
+                    help="also score with these shares of the training kernels, e.g. 0.25,0.5,1")
+    ev.set_defaults(func=cmd_evaluate)
     return p
 
 

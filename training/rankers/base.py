@@ -76,7 +76,7 @@ class Ranker:
     def predict(self, X: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
         if self.needs_fit and not hasattr(self, "n_features_"):
             raise RankerError(f"{self.name} is not fitted: call fit or load a saved model first")
-        X, _, group = check_ranking_data(X, None, group, getattr(self, "n_features_", None))
+        X, _, group = check_ranking_data(X, None, group, getattr(self, "n_features_", None) or None)
         return np.asarray(self._predict(X, group), dtype=np.float64)
 
     def save(self, folder: str | Path, extra: dict | None = None) -> Path:
