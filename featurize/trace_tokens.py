@@ -215,7 +215,8 @@ def _schedule_summary(trace: Any) -> dict[str, float]:
     value: dict[str, float] = {}
     spatial = np.zeros(_MAX_FACTORS)
     reduce_ = np.zeros(2)
-    out = {"n_spatial_tiles": 0.0, "n_reduce_tiles": 0.0, "innermost_spatial": 0.0, "unroll": 0.0,
+    out = {"n_spatial_tiles": 0.0, "n_reduce_tiles": 0.0, "innermost_spatial": 0.0, "innermost_mod8": 0.0,
+           "innermost_mod16": 0.0, "unroll": 0.0,
            "parallel_limit": 0.0, "vectorize_limit": 0.0, "inline_count": 0.0, "compute_at_loop": 0.0,
            "compute_root": 0.0, "cache_write": 0.0, "rfactor": 0.0, "fused_parallel": 0.0}
     for n, (kind, inputs, attrs, outputs) in enumerate(insts):
@@ -228,6 +229,10 @@ def _schedule_summary(trace: Any) -> dict[str, float]:
                 spatial += np.array(logs)
                 out["n_spatial_tiles"] += 1
                 out["innermost_spatial"] = logs[-1]
+                # the last spatial loop's innermost factor becomes the vector loop: full AVX2 / AVX-512
+                # float32 lanes or not
+                out["innermost_mod8"] = float(int(tile[-1]) % 8 == 0)
+                out["innermost_mod16"] = float(int(tile[-1]) % 16 == 0)
             elif len(tile) == 2:
                 reduce_ += np.array(logs)
                 out["n_reduce_tiles"] += 1

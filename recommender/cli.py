@@ -308,8 +308,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                            f"trained on the whole matrix"))
     if "noise_ceiling" in result:
         nc = result["noise_ceiling"]
-        print(f"\nlabel-noise ceiling ({nc['kernels']} kernels measured twice): top1 {nc['top1']}, "
-              f"top3 {nc['top3']}, top5 {nc['top5']}")
+        for part, words in (("matrix_to_a", "ranked by the matrix's measurement, scored by a new one"),
+                            ("a_to_b", "ranked by one new measurement, scored by the next")):
+            c = nc[part]
+            print(f"label-noise ceiling, {words} ({nc['kernels']} kernels): top1 {c['top1']}, top3 {c['top3']}, "
+                  f"top5 {c['top5']}")
     print(f"\n{result['seconds']} s; written to {folder / 'rankers' / 'evaluation.json'}")
     return 0
 

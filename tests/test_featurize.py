@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from featurize.candidate_features import Featurizer, SourceKernel, kernel_features, pair_features
+from featurize.candidate_features import (LOOKUP_WORDS, SEQUENCE_TOKENS, Featurizer, SourceKernel, kernel_features,
+                                          pair_features)
 from featurize.trace_tokens import (MAX_TOKENS, TraceFeatureError, Vocabulary, schedule_summary, token_sequence,
                                     trace_tokens)
 from recommender.rows import CandidateRow
@@ -131,8 +132,10 @@ def test_featurizer_outputs_match_their_names(vocab):
     assert X.shape == (2, len(f.tabular_names)) and np.isfinite(X).all()
     assert X[1, f.tabular_names.index("source_rank")] == 2 and X[1, f.tabular_names.index("match_anchor")] == 1
     S = f.sequences(rows)
-    assert S.shape == (2, 1 + MAX_TOKENS, f.token_width)
-    assert S[0, 0, 0] == len(vocab) and S[0, 1 + len(MATMUL_TRACE[0]), 0] == 0
+    assert S.shape == (2, 1 + SEQUENCE_TOKENS, f.token_width)
+    decisions = [i for i in MATMUL_TRACE[0] if i[0] not in LOOKUP_WORDS]  # lookups are left out
+    assert S[0, 0, 0] == len(vocab) and (S[0, 1:1 + len(decisions), 0] > 1).all() and S[0, 1 + len(decisions), 0] == 0
+    assert S[0, 1, 0] == vocab.id("Annotate:meta_schedule.tiling_structure")
     assert np.array_equal(f.tabular(rows), X)  # deterministic
     with pytest.raises(TraceFeatureError, match="no replayed trace"):
         f.tabular([_row(trace=None, status="replay_error")])

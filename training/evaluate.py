@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from featurize.candidate_features import Featurizer
+from featurize.validity import demote_known_failures
 from recommender.rows import CandidateRow
 
 from .dataset import RankingSet, ranking_set
@@ -69,8 +70,10 @@ def fit_ranker(name: str, data: RankingSet, table: FeatureTable, params: dict | 
                       data_hash=data_hash)
 
 
-def predict(ranker: Ranker, data: RankingSet, table: FeatureTable) -> np.ndarray:
-    return ranker.predict(table.get(ranker.feature_set, data.rows), data.sizes)
+def predict(ranker: Ranker, data: RankingSet, table: FeatureTable, validity: bool = True) -> np.ndarray:
+    """The ranker's scores; with `validity`, candidates known to fail (featurize.validity) go last."""
+    scores = ranker.predict(table.get(ranker.feature_set, data.rows), data.sizes)
+    return demote_known_failures(data.rows, scores) if validity else scores
 
 
 def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: list[str],

@@ -56,6 +56,12 @@ def _build_net(n_ids: int, n_numeric: int, dim: int, heads: int, layers: int, bl
     return TLPNet()
 
 
+def _trimmed(ids, nums):
+    """A batch without its trailing padding columns (tokens are packed from position 0)."""
+    n = int((ids > 0).sum(dim=1).max()) if len(ids) else 1
+    return ids[:, :n], nums[:, :n]
+
+
 def lambda_rank_loss(scores, rel):
     """LambdaRank loss of one group: pairwise logistic loss weighted by |delta NDCG| of swapping the pair."""
     torch = _torch()
@@ -98,8 +104,10 @@ class TLPRanker(Ranker):
     # inputs: X[:, :, 0] token ids (0 = pad; the context token has the largest id), X[:, :, 1:] numbers
     def _split(self, X: np.ndarray):
         torch = _torch()
+        real = np.nonzero((X[:, :, 0] > 0).any(axis=0))[0]
+        X = X[:, :real[-1] + 1] if len(real) else X  # drop the padding columns no candidate uses
         ids = torch.from_numpy(np.rint(X[:, :, 0]).astype(np.int64))
-        nums = (X[:, :, 1:] - self.mean_) / self.std_
+        nums = (X[:, :, 1:] - self.mean_[:, :X.shape[1]]) / self.std_[:, :X.shape[1]]
         nums[X[:, :, 0] == 0] = 0.0
         return ids, torch.from_numpy(nums.astype(np.float32))
 
@@ -129,7 +137,7 @@ class TLPRanker(Ranker):
             for b in range(0, len(order), self.groups_per_batch):
                 chosen = order[b:b + self.groups_per_batch]
                 index = np.concatenate([np.arange(starts[g], starts[g] + group[g]) for g in chosen])
-                scores = self.net_(ids[index], nums[index])
+                scores = self.net_(*_trimmed(ids[index], nums[index]))
                 loss, at = 0.0, 0
                 for g in chosen:
                     n = int(group[g])
@@ -147,7 +155,7 @@ class TLPRanker(Ranker):
         out = []
         with torch.no_grad():
             for b in range(0, len(ids), 512):
-                out.append(self.net_(ids[b:b + 512], nums[b:b + 512]).numpy())
+                out.append(self.net_(*_trimmed(ids[b:b + 512], nums[b:b + 512])).numpy())
         return np.concatenate(out) if out else np.zeros(0)
 
     def _save_model(self, folder: Path) -> None:
