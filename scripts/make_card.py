@@ -13,6 +13,7 @@ from recommender.bank_info import model_summary
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_text, read_json
 from recommender.target import parse_target
+from training.report import rankers_markdown
 
 
 def _cpu_name() -> str:
@@ -95,6 +96,9 @@ def main() -> None:
                          f"{_ratio(r.get('tvm_tuned_ms'), r.get('pytorch_ms'))} | "
                          f"{_ratio(r.get('tvm_tuned_ms'), r.get('onnxruntime_ms'))} |")
         lines.append("")
+    section = rankers_markdown(root)
+    if section:
+        lines += [section, ""]
     atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
     print(f"wrote {root / 'card.md'}")
 

@@ -24,6 +24,7 @@ from .dataset import as_rows, read_matrix, read_source_kernels, ranking_set
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
 from .rankers import BASELINES, LEARNED
+from .report import update_card
 
 EVALUATION_FILE = "evaluation.json"
 
@@ -93,6 +94,7 @@ def train(target_dir: Path, names: list[str], log: Callable[[str], None] = lambd
         out[name] = extra
         log(f"{name}: trained on {extra['kernels']} kernels ({extra['candidates']} candidates) in "
             f"{extra['train_seconds']} s -> {display_path(folder)}")
+    update_card(data.target_dir)
     return out
 
 
@@ -108,7 +110,8 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
               "lomo": leave_one_model_out(data.rows, data.table, names, models, log=log)}
     result["heldout"] = heldout_scores(data, names, log)
     if fractions:
-        result["learning_curve"] = learning_curve(data, [n for n in names if n in LEARNED], fractions, log)
+        # the fast learned ranker only: the TLP model takes minutes per leave-one-model-out pass
+        result["learning_curve"] = learning_curve(data, [n for n in names if n == "lgbm"], fractions, log)
     noise = data.target_dir / "transfer" / "noise" / "ceiling.json"
     if noise.exists():
         import json
@@ -116,6 +119,7 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["feature_seconds"] = dict(data.table.seconds)
     atomic_write_json(str(data.target_dir / "rankers" / EVALUATION_FILE), result)
+    update_card(data.target_dir)
     return result
 
 

@@ -88,7 +88,7 @@ class TLPRanker(Ranker):
     feature_set = "tokens"
 
     def __init__(self, dim: int = 64, heads: int = 4, layers: int = 1, blocks: int = 2, dropout: float = 0.1,
-                 epochs: int = 40, learning_rate: float = 1e-3, groups_per_batch: int = 8,
+                 epochs: int = 20, learning_rate: float = 1e-3, groups_per_batch: int = 8,
                  weight_decay: float = 1e-4, seed: int = 0) -> None:
         self.dim = dim
         self.heads = heads

@@ -1,0 +1,61 @@
+"""Selectors and the budget split: pure logic on small fixtures of rows (no TVM)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recommender.rows import CandidateRow
+from recommender.selection import KernelCandidates, MeasureAll, RandomK, Ranked, split_budget
+
+
+def _kernel(name, n, gain=1.0, match="class", class_key="matmul/s2r1:@matmul"):
+    rows = tuple(CandidateRow(target_model="m", target_kernel=name, class_key=class_key, match=match, status="ok",
+                              source_rank=i, trace=[[], []]) for i in range(n))
+    return KernelCandidates(("m", name), rows, gain=gain)
+
+
+def test_per_kernel_budget_is_capped_by_the_candidates():
+    ks = [_kernel("a", 5), _kernel("b", 2), _kernel("c", 0)]
+    assert split_budget(ks, per_kernel=3) == {("m", "a"): 3, ("m", "b"): 2, ("m", "c"): 0}
+    assert split_budget(ks, per_kernel=0) == {("m", "a"): 0, ("m", "b"): 0, ("m", "c"): 0}
+    with pytest.raises(ValueError):
+        split_budget(ks, budget=3, per_kernel=3)
+
+
+def test_total_budget_gives_every_kernel_its_top1_first_then_follows_the_gain():
+    ks = [_kernel("small", 5, gain=1.0), _kernel("big", 5, gain=10.0), _kernel("mid", 5, gain=3.0)]
+    assert split_budget(ks, budget=2) == {("m", "small"): 0, ("m", "big"): 1, ("m", "mid"): 1}
+    counts = split_budget(ks, budget=9)
+    assert sum(counts.values()) == 9 and min(counts.values()) >= 1
+    assert counts[("m", "big")] > counts[("m", "mid")] > counts[("m", "small")]
+    # never more measurements than candidates; a budget beyond all candidates measures them all
+    assert split_budget(ks, budget=100) == {("m", "small"): 5, ("m", "big"): 5, ("m", "mid"): 5}
+
+
+def test_measure_all_and_random_orders():
+    k = _kernel("a", 6)
+    assert MeasureAll().order(k) == list(range(6))
+    r = RandomK(seed=1).order(k)
+    assert sorted(r) == list(range(6)) and r == RandomK(seed=1).order(k) and r != RandomK(seed=2).order(k)
+
+
+class _ByRank:
+    """A stand-in ranker: prefers low source ranks."""
+
+    name = "by_rank"
+
+    def predict(self, X, group=None):
+        return -np.asarray(X)[:, 0]
+
+
+def test_ranked_orders_by_the_ranker_and_puts_known_failures_last():
+    featurize = lambda rows: np.asarray([[r.source_rank] for r in rows], dtype=float)  # noqa: E731
+    k = _kernel("a", 4)
+    assert Ranked(_ByRank(), featurize).order(k) == [0, 1, 2, 3]
+    # anchor-trace schedules of a kernel whose epilogue pads are known to compute the border wrong
+    bad = _kernel("p", 3, match="anchor", class_key="conv2d/s4r3:pad_temp+@conv2d_nchw+add+PadInput")
+    good = _kernel("p", 2)
+    mixed = KernelCandidates(("m", "p"), bad.rows + tuple(
+        CandidateRow(**{**r.__dict__, "source_rank": 5 + i}) for i, r in enumerate(good.rows)))
+    assert Ranked(_ByRank(), featurize).order(mixed) == [3, 4, 0, 1, 2]
+    assert Ranked(_ByRank(), featurize, validity=False).order(mixed) == [0, 1, 2, 3, 4]

@@ -1,0 +1,95 @@
+"""`schedrec train` and `schedrec evaluate` on a small fixture target folder (rows in, files out; no TVM)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from recommender.rows import CandidateRow
+from recommender.transfer_data import write_rows
+
+from .cli_helpers import assert_one_line_error, run_cli
+from .test_featurize import ARGS, MATMUL_TRACE
+
+MODELS = ("alpha", "beta", "gamma")
+
+
+def _trace(unroll_choice: int, inner: int) -> list:
+    insts, decisions = json.loads(json.dumps(MATMUL_TRACE))
+    decisions = [[4, [1, 1, 128 // inner, inner]], [6, [2, 4, 1, 64]], [8, [1, 128]], [13, unroll_choice]]
+    return [insts, decisions]
+
+
+@pytest.fixture
+def target_root(tmp_path, monkeypatch):
+    """models/fx-key/ with a bank meta per model and a matrix whose latency follows the schedule."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "models"
+    key = root / "fx-key"
+    for model in MODELS:
+        kernels = {f"k{i}": {"flops": 2.0 * 128 * 128 * 512, "args": [{"shape": list(s), "dtype": d} for s, d in ARGS],
+                             "weight": 1} for i in range(4)}
+        (key / "bank" / model).mkdir(parents=True)
+        (key / "bank" / model / "meta.json").write_text(json.dumps({"model": model, "target_key": "fx-key",
+                                                                    "kernels": kernels}))
+        rows = []
+        for i in range(4):
+            base = dict(target_model=model, target_kernel=f"k{i}", class_key="matmul/s2r1:@matmul+add",
+                        flops=2.0 * 128 * 128 * 512, target_args=ARGS)
+            rows.append(CandidateRow(match="default", status="ok", latency_s=1.0, **base))
+            for j in range(8):
+                unroll, inner = int(rng.integers(0, 4)), int(2 ** rng.integers(0, 5))
+                latency = 1e-3 * (1 + 0.5 * abs(unroll - 2)) * (8 / min(inner, 8)) * rng.uniform(0.95, 1.05)
+                source = MODELS[(MODELS.index(model) + 1 + j % 2) % 3]
+                rows.append(CandidateRow(match="class", status="ok", latency_s=latency, costs=(latency,),
+                                         source_model=source, source_kernel=f"k{j % 4}", source_rank=j // 4,
+                                         source_latency_s=1e-3, trace=_trace(unroll, inner), **base))
+        write_rows(key / "transfer" / f"{model}.jsonl.gz", rows)
+    (key / "card.md").write_text("# fx-key\n\n## bank\n\ntext\n")
+    monkeypatch.setenv("SCHEDREC_MODELS_DIR", str(root))
+    return key
+
+
+def test_train_saves_rankers_and_evaluate_scores_them(target_root):
+    r = run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((target_root / "rankers" / "lgbm" / "meta.json").read_text())
+    assert meta["ranker"] == "lgbm" and meta["kernels"] == 12 and meta["candidates"] == 96
+    assert meta["feature_version"].startswith("schema") and meta["data_hash"] and meta["models"] == list(MODELS)
+    assert (target_root / "rankers" / "lgbm" / "model0.txt").exists()
+    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic,random", "--learning-curve", "0.5,1")
+    assert r.returncode == 0, r.stderr
+    assert "Leave-one-model-out" in r.stdout and "| lgbm | 12 |" in r.stdout
+    ev = json.loads((target_root / "rankers" / "evaluation.json").read_text())
+    assert set(ev["lomo"]["rankers"]) == {"lgbm", "heuristic", "random"} and ev["lomo"]["models"] == list(MODELS)
+    lgbm, rand = ev["lomo"]["rankers"]["lgbm"]["pooled"], ev["lomo"]["rankers"]["random"]["pooled"]
+    assert lgbm["top1"] > rand["top1"]  # the schedule decides the latency here, and the model reads it
+    assert set(ev["learning_curve"]) == {"0.5", "1.0"}
+    card = (target_root / "card.md").read_text()
+    assert card.startswith("# fx-key") and card.count("## Rankers") == 1 and "| lgbm | 12 |" in card
+    run_cli("evaluate", "--target-key", "fx-key", "--ranker", "random")  # a second run replaces the section
+    assert (target_root / "card.md").read_text().count("## Rankers") == 1
+
+
+def test_train_and_evaluate_refuse_bad_input_in_one_line(target_root):
+    code_err = run_cli("train", "--target-key", "no-such-key")
+    assert_one_line_error(code_err.returncode, code_err.stderr, "no transfer matrix for target no-such-key")
+    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "gbdt")
+    assert r.returncode == 2 and "unknown ranker gbdt" in r.stderr
+    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "xgb_per_store")
+    assert_one_line_error(r.returncode, r.stderr, "no PerStoreFeature vectors")
+    path = target_root / "transfer" / "beta.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"target_model": "beta"}\n'))
+    r = run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm")
+    assert_one_line_error(r.returncode, r.stderr, "beta.jsonl.gz")
+
+
+def test_a_saved_ranker_of_another_feature_version_is_refused(target_root):
+    from training.rankers import LGBMRanker, RankerError
+    assert run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm").returncode == 0
+    meta_path = target_root / "rankers" / "lgbm" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    with pytest.raises(RankerError, match="train it again"):
+        LGBMRanker.load(meta_path.parent, feature_version=meta["feature_version"] + "-next")

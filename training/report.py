@@ -1,0 +1,97 @@
+"""The rankers section of a target's card, made from `rankers/evaluation.json` and the saved rankers' meta.
+
+`schedrec train` and `schedrec evaluate` rewrite it in `models/<key>/card.md` (replacing an older one);
+`scripts/make_card.py` includes it when it writes the card.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recommender.fileio import atomic_write_text
+
+HEADING = "## Rankers"
+_COLS = ("top1", "top3", "top5", "q1", "q5", "ndcg5", "hit1", "fail1")
+
+
+def _f(x: object) -> str:
+    return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def rankers_markdown(target_dir: Path) -> str:
+    """The section as Markdown ('' when the target has neither trained rankers nor an evaluation)."""
+    target_dir = Path(target_dir)
+    folder = target_dir / "rankers"
+    ev_path = folder / "evaluation.json"
+    metas = {p.parent.name: json.loads(p.read_text()) for p in sorted(folder.glob("*/meta.json"))}
+    if not metas and not ev_path.exists():
+        return ""
+    lines = [HEADING, "", f"Measured on `{target_dir.name}` (its transfer matrix, `transfer/`). Candidates that "
+             "fail to replay are known before ranking and are never ranked; a replayed candidate that then fails "
+             "(wrong result, timeout) is labelled last (relevance 0), and anchor-trace schedules of kernels whose "
+             "epilogue pads, the source of every wrong result in the matrix, are ranked after all others "
+             "(`featurize/validity.py`).", ""]
+    if metas:
+        lines += ["| saved ranker | kernels | candidates | train s | feature version |", "|---|---|---|---|---|"]
+        for name, m in metas.items():
+            lines.append(f"| {name} | {m.get('kernels', '-')} | {m.get('candidates', '-')} | "
+                         f"{_f(m.get('train_seconds'))} | `{m.get('feature_version', '')}` |")
+        lines.append("")
+    if ev_path.exists():
+        ev = json.loads(ev_path.read_text())
+        lomo = ev["lomo"]
+        lines += [f"Leave-one-model-out over {len(lomo['models'])} bank models (`schedrec evaluate`, "
+                  f"{ev.get('seconds', '-')} s): no row of the evaluated model is in the training data or the "
+                  "candidate pool. Pooled over held-out kernels; top-k score weights kernels by weight x "
+                  "latency (DESIGN.md), Q@k is the unweighted mean per kernel, fail1 the share of top-1 picks "
+                  "that fail.", "",
+                  "| ranker | kernels | " + " | ".join(_COLS) + " |", "|---|---|" + "---|" * len(_COLS)]
+        for name, r in lomo["rankers"].items():
+            p = r["pooled"]
+            lines.append(f"| {name} | {p.get('kernels')} | " + " | ".join(_f(p.get(c)) for c in _COLS) + " |")
+        lines.append("")
+        held = ev.get("heldout") or {}
+        if held.get("rankers"):
+            lines += [f"Zoo models outside the bank ({', '.join(held['models'])}), their exhaustive replays "
+                      "(`heldout/`) ranked by rankers trained on the whole matrix:", "",
+                      "| ranker | kernels | " + " | ".join(_COLS) + " |", "|---|---|" + "---|" * len(_COLS)]
+            for name, r in held["rankers"].items():
+                p = r["pooled"]
+                lines.append(f"| {name} | {p.get('kernels')} | " + " | ".join(_f(p.get(c)) for c in _COLS) + " |")
+            lines.append("")
+        nc = ev.get("noise_ceiling")
+        if nc:
+            a, b = nc.get("matrix_to_a", {}), nc.get("a_to_b", {})
+            lines += [f"Label-noise ceiling ({nc['kernels']} kernels, {nc['candidates']} candidates measured twice "
+                      "more, `scripts/remeasure_matrix.py`): ranking by the matrix's measurement and scoring with a "
+                      f"new one gives top-1 {_f(a.get('top1'))}, top-5 {_f(a.get('top5'))} (median change "
+                      f"{_f(a.get('median_abs_change'))}); two new measurements back to back give top-1 "
+                      f"{_f(b.get('top1'))}, top-5 {_f(b.get('top5'))} (median change "
+                      f"{_f(b.get('median_abs_change'))}).", ""]
+        curve = ev.get("learning_curve")
+        if curve:
+            names = sorted({n for v in curve.values() for n in v})
+            lines += ["Learning curve (share of training kernels kept; pooled top-1 / top-5):", "",
+                      "| share | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+            for frac, v in sorted(curve.items(), key=lambda kv: float(kv[0])):
+                lines.append(f"| {float(frac):.0%} | " + " | ".join(
+                    f"{_f(v[n]['top1'])} / {_f(v[n]['top5'])}" if n in v else "-" for n in names) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def update_card(target_dir: Path) -> Path | None:
+    """Replace the rankers section of `<target>/card.md` (append it if the card has none)."""
+    card = Path(target_dir) / "card.md"
+    section = rankers_markdown(target_dir)
+    if not card.exists() or not section:
+        return None
+    text = card.read_text()
+    if HEADING in text:
+        head, _, rest = text.partition(HEADING)
+        nxt = rest.find("\n## ")
+        text = head.rstrip("\n") + "\n\n" + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    atomic_write_text(str(card), text)
+    return card
