@@ -284,7 +284,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/."""
     from training.train import train
     folder = _target_dir(args)
-    train(folder, args.ranker)
+    train(folder, args.ranker, bank_records=not args.no_bank_records)
     return 0
 
 
@@ -296,7 +296,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     models = [m for m in (args.models or "").split(",") if m] or None
     names = args.ranker or ["lgbm", "tlp", "heuristic", "random"] + (
         ["xgb_per_store"] if (folder / "features" / "per_store.npz").exists() else [])
-    result = evaluate(folder, names, models=models, fractions=args.learning_curve or ())
+    result = evaluate(folder, names, models=models, fractions=args.learning_curve or (),
+                      bank_records=not args.no_bank_records)
     print(format_table(result["lomo"], f"Leave-one-model-out, pooled over held-out bank kernels "
                                        f"(measured on {folder.name})"))
     print()
@@ -407,6 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     target_key_opt(tr)
     tr.add_argument("--ranker", type=_ranker_names, default=["lgbm", "tlp"],
                     help="lgbm, tlp, all (both), or a comma-separated list with baselines (default: all)")
+    tr.add_argument("--no-bank-records", action="store_true",
+                    help="train on the transfer matrix alone, without the bank's own tuning records")
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("evaluate", help=cmd_evaluate.__doc__, description=cmd_evaluate.__doc__)
@@ -417,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--models", help="only these held-out bank models (comma-separated)")
     ev.add_argument("--learning-curve", type=_fractions, metavar="F[,F]",
                     help="also score with these shares of the training kernels, e.g. 0.25,0.5,1")
+    ev.add_argument("--no-bank-records", action="store_true",
+                    help="train on the transfer matrix alone, without the bank's own tuning records")
     ev.set_defaults(func=cmd_evaluate)
     return p
 

@@ -34,6 +34,8 @@ def target_root(tmp_path, monkeypatch):
         (key / "bank" / model).mkdir(parents=True)
         (key / "bank" / model / "meta.json").write_text(json.dumps({"model": model, "target_key": "fx-key",
                                                                     "kernels": kernels}))
+        for name in ("database_workload.json.gz", "database_tuning_record.json.gz"):  # no records
+            (key / "bank" / model / name).write_bytes(gzip.compress(b""))
         rows = []
         for i in range(4):
             base = dict(target_model=model, target_kernel=f"k{i}", class_key="matmul/s2r1:@matmul+add",
@@ -93,3 +95,27 @@ def test_a_saved_ranker_of_another_feature_version_is_refused(target_root):
     meta = json.loads(meta_path.read_text())
     with pytest.raises(RankerError, match="train it again"):
         LGBMRanker.load(meta_path.parent, feature_version=meta["feature_version"] + "-next")
+
+
+def test_bank_records_join_their_kernels_groups(tmp_path):
+    from training.dataset import bank_record_rows, ranking_set
+    folder = tmp_path / "bank" / "m"
+    folder.mkdir(parents=True)
+    shapes = {"k0": [[8, 8], [8, 8]], "k1": [[8, 16], [16, 16]]}
+    kernels = {n: {"class_key": "matmul/s2r1:@matmul", "flops": 1.0, "weight": 2,
+                   "args": [{"shape": s, "dtype": "float32"} for s in sh]} for n, sh in shapes.items()}
+    (folder / "meta.json").write_text(json.dumps({"model": "m", "target_key": "k", "kernels": kernels}))
+    (folder / "database_workload.json.gz").write_bytes(gzip.compress(b'["0", "w"]\n'))
+
+    def record(shape, secs):
+        trace = [MATMUL_TRACE[0] + [["EnterPostproc", [], [], []]], MATMUL_TRACE[1]]
+        return json.dumps([0, [trace, secs, "llvm", [["TENSOR", "float32", s] for s in shape]]]) + "\n"
+
+    lines = [record(shapes["k0"], [2e-3, 1e-3, 3e-3]), record(shapes["k0"], [5e-3]), record(shapes["k1"], [4e-3]),
+             record(shapes["k1"], [1e10]), record([[3, 3]], [1e-3])]  # a failed one, an unmatched one
+    (folder / "database_tuning_record.json.gz").write_bytes(gzip.compress("".join(lines).encode()))
+    rows = bank_record_rows(tmp_path / "bank")
+    assert [(r.target_kernel, r.latency_s) for r in rows] == [("k0", 2e-3), ("k0", 5e-3), ("k1", 4e-3)]
+    assert all(r.source_model is None and r.weight == 2 and r.trace[0][-1][0] != "EnterPostproc" for r in rows)
+    assert len({r.key for r in rows}) == 3  # distinct keys: features are looked up by key
+    assert [len(g.rows) for g in ranking_set(rows).groups] == [2, 1]

@@ -114,3 +114,32 @@ def leave_model_out(rows: list[CandidateRow], model: str) -> tuple[list[Candidat
     train = [r for r in rows if r.target_model != model and r.source_model != model]
     test = [r for r in rows if r.target_model == model]
     return train, test
+
+
+def bank_record_rows(bank_dir: Path) -> list[CandidateRow]:
+    """The bank's own tuning records as extra ranking groups (as TLP trains on tuning logs): each tuned
+    kernel's valid records, measured on that kernel itself. They carry no source (a record's own latency
+    would leak its label): pair features read "unknown". Records are matched to their kernel by argument
+    shapes (meta.json); a record whose shapes name no kernel, or more than one, is skipped."""
+    from featurize.trace_json import strip_postproc
+    from recommender.bank import read_records
+    rows = []
+    for folder in bank_models(Path(bank_dir)):
+        meta = read_meta(folder)
+        by_args: dict[tuple, list[str]] = defaultdict(list)
+        for name, k in (meta.get("kernels") or {}).items():
+            by_args[tuple((a["dtype"], tuple(a["shape"])) for a in k.get("args", []))].append(name)
+        _, records = read_records(folder)
+        for rec in records:
+            key = tuple((a[1], tuple(a[2])) for a in rec.args_info if isinstance(a, list) and len(a) == 3)
+            names = by_args.get(key, [])
+            if len(names) != 1 or not rec.ok:
+                continue
+            k = meta["kernels"][names[0]]
+            rows.append(CandidateRow(
+                target_model=meta["model"], target_kernel=names[0], class_key=k["class_key"], match="class",
+                status="ok", weight=int(k.get("weight", 1)), flops=float(k.get("flops") or 0.0),
+                target_args=tuple((tuple(a["shape"]), a["dtype"]) for a in k["args"]),
+                source_model=None, source_kernel=f"record{len(rows)}", source_rank=None,
+                trace=strip_postproc(rec.trace_json), latency_s=rec.latency))
+    return rows

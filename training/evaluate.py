@@ -78,27 +78,27 @@ def predict(ranker: Ranker, data: RankingSet, table: FeatureTable, validity: boo
 
 def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: list[str],
                         models: list[str] | None = None, params: dict[str, dict] | None = None,
-                        train_fraction: float = 1.0, seed: int = 0,
+                        train_fraction: float = 1.0, seed: int = 0, extra: list[CandidateRow] = (),
                         log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     """Per-model and pooled figures of every ranker in `names`; `train_fraction` < 1 keeps a random share
-    of the training kernels (the learning curve)."""
+    of the training kernels (the learning curve); `extra` rows (e.g. the bank's own tuning records) join
+    the training data of every fold whose held-out model they do not belong to."""
     models = models or sorted({r.target_model for r in rows})
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     seconds: dict[str, float] = {n: 0.0 for n in names}
     for model in models:
-        train_rows = [r for r in rows if r.target_model != model and r.source_model != model]
         test = ranking_set([r for r in rows if r.target_model == model])
-        train = ranking_set(train_rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
-        if train_fraction < 1.0:
-            rng = np.random.default_rng(seed)
-            keep = set(rng.permutation(len(train.groups))[:max(1, int(round(train_fraction * len(train.groups))))])
-            train = RankingSet([g for i, g in enumerate(train.groups) if i in keep])
+        plain = [r for r in rows if r.target_model != model and r.source_model != model]
+        more = plain + [r for r in extra if r.target_model != model and r.source_model != model]
+        sets = {False: _training_set(plain, train_fraction, seed), True: _training_set(more, train_fraction, seed)}
         for name in names:
             t0 = time.perf_counter()
+            train = sets[bool(extra) and ranker_class(name).uses_extra_groups]
             ranker = fit_ranker(name, train, table, (params or {}).get(name))
             scores = predict(ranker, test, table)
             seconds[name] += time.perf_counter() - t0
             outcomes[name][model] = score_groups(test.groups, scores)
+        train = sets[False]
         log(f"held out {model}: {len(test.groups)} kernels, trained on {len(train.groups)}")
     result: dict = {"models": models, "ks": list(KS), "rankers": {}}
     for name in names:
@@ -106,6 +106,16 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
         pooled = summarize_outcomes([x for o in outcomes[name].values() for x in o])
         result["rankers"][name] = {"pooled": pooled, "models": per_model, "seconds": round(seconds[name], 2)}
     return result
+
+
+def _training_set(rows: list[CandidateRow], fraction: float, seed: int) -> RankingSet:
+    """Kernels with a valid candidate and 2 or more candidates; a seeded `fraction` of them if < 1."""
+    train = ranking_set(rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+    if fraction < 1.0:
+        rng = np.random.default_rng(seed)
+        keep = set(rng.permutation(len(train.groups))[:max(1, int(round(fraction * len(train.groups))))])
+        train = RankingSet([g for i, g in enumerate(train.groups) if i in keep])
+    return train
 
 
 def format_table(result: dict, title: str = "") -> str:

@@ -20,10 +20,10 @@ from recommender.bank import BankError
 from recommender.fileio import atomic_write_json, display_path
 from recommender.rows import CandidateRow
 
-from .dataset import as_rows, read_matrix, read_source_kernels, ranking_set
+from .dataset import RankingSet, as_rows, bank_record_rows, read_matrix, read_source_kernels, ranking_set
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
-from .rankers import BASELINES, LEARNED
+from .rankers import BASELINES, LEARNED, ranker_class
 from .report import update_card
 
 EVALUATION_FILE = "evaluation.json"
@@ -52,18 +52,27 @@ def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.n
 class TargetData:
     """A target's measured rows, featurizer and feature table, loaded once."""
 
-    def __init__(self, target_dir: Path, log: Callable[[str], None]) -> None:
+    def __init__(self, target_dir: Path, log: Callable[[str], None], bank_records: bool = True) -> None:
         self.target_dir = Path(target_dir)
         if not self.target_dir.is_dir():
             raise BankError(f"no target folder {self.target_dir}")
         t0 = time.perf_counter()
         self.rows = read_matrix(self.target_dir / "transfer")
         self.featurizer = Featurizer(Vocabulary.load(), read_source_kernels(self.target_dir / "bank"))
-        self.table = FeatureTable(self.featurizer, [r for r in self.rows if r.replayed],
+        # the bank's own tuning records join their kernels' groups for the rankers that use them
+        self.extra = bank_record_rows(self.target_dir / "bank") if bank_records else []
+        self.table = FeatureTable(self.featurizer, [r for r in self.rows if r.replayed] + self.extra,
                                   per_store_lookup(self.target_dir / "features" / "per_store.npz"))
         self.available = [n for n in LEARNED + BASELINES
                           if n != "xgb_per_store" or self.table._per_store is not None]
-        log(f"{display_path(self.target_dir)}: {len(self.rows)} rows read in {time.perf_counter() - t0:.1f} s")
+        log(f"{display_path(self.target_dir)}: {len(self.rows)} rows and {len(self.extra)} bank records read in "
+            f"{time.perf_counter() - t0:.1f} s")
+
+    def training_set(self, name: str) -> RankingSet:
+        """Every matrix kernel with a valid candidate (and its bank records, if the ranker uses them)."""
+        use = bool(self.extra) and ranker_class(name).uses_extra_groups
+        rows = self.rows + self.extra if use else self.rows
+        return ranking_set(rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
 
 
 def _names(requested: list[str], data: TargetData) -> list[str]:
@@ -73,19 +82,21 @@ def _names(requested: list[str], data: TargetData) -> list[str]:
     return requested
 
 
-def train(target_dir: Path, names: list[str], log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)
-          ) -> dict:
-    """Fit each ranker on the whole matrix and save it under `<target>/rankers/<name>/`."""
-    data = TargetData(target_dir, log)
+def train(target_dir: Path, names: list[str], bank_records: bool = True,
+          log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    """Fit each ranker on the whole matrix (and the bank's own records, for rankers that use them) and save
+    it under `<target>/rankers/<name>/`."""
+    data = TargetData(target_dir, log, bank_records)
     names = _names(names, data)
-    train_set = ranking_set(data.rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
-    digest = train_set.digest()
     out = {}
     for name in names:
         t0 = time.perf_counter()
+        train_set = data.training_set(name)
+        digest = train_set.digest()
         ranker = fit_ranker(name, train_set, data.table, data_hash=digest)
         folder = data.target_dir / "rankers" / name
         extra = {"target_key": data.target_dir.name, "trained_on": display_path(data.target_dir / "transfer"),
+                 "bank_records": bool(data.extra) and ranker.uses_extra_groups,
                  "kernels": len(train_set.groups), "candidates": int(train_set.sizes.sum()),
                  "models": sorted({g.key[0] for g in train_set.groups}),
                  "train_seconds": round(time.perf_counter() - t0, 2),
@@ -99,15 +110,16 @@ def train(target_dir: Path, names: list[str], log: Callable[[str], None] = lambd
 
 
 def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None,
-             fractions: tuple[float, ...] = (), log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)
-             ) -> dict:
+             fractions: tuple[float, ...] = (), bank_records: bool = True,
+             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     """Leave-one-model-out figures of every ranker, the held-out zoo models' replays scored by rankers
     trained on the whole matrix, and optionally a learning curve; written to rankers/evaluation.json."""
-    data = TargetData(target_dir, log)
+    data = TargetData(target_dir, log, bank_records)
     names = _names(names, data)
     t0 = time.perf_counter()
     result = {"target_key": data.target_dir.name, "feature_version": data.featurizer.version,
-              "lomo": leave_one_model_out(data.rows, data.table, names, models, log=log)}
+              "bank_records": len(data.extra),
+              "lomo": leave_one_model_out(data.rows, data.table, names, models, extra=data.extra, log=log)}
     result["heldout"] = heldout_scores(data, names, log)
     if fractions:
         # the fast learned ranker only: the TLP model takes minutes per leave-one-model-out pass
@@ -133,12 +145,11 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     rows = [r for f in files for r in as_rows(read_rows(f))]
     table = FeatureTable(data.featurizer, [r for r in rows if r.replayed])
     test = ranking_set(rows)
-    train_set = ranking_set(data.rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
     out: dict = {"models": sorted({g.key[0] for g in test.groups}), "rankers": {}}
     for name in names:
         if name == "xgb_per_store":
             continue  # no PerStoreFeature vectors for held-out replays
-        ranker = fit_ranker(name, train_set, data.table)
+        ranker = fit_ranker(name, data.training_set(name), data.table)
         outcomes = score_groups(test.groups, predict(ranker, test, table))
         per_model = {m: summarize_outcomes([o for o in outcomes if o and o["key"][0] == m]) for m in out["models"]}
         out["rankers"][name] = {"pooled": summarize_outcomes(outcomes), "models": per_model}
@@ -151,7 +162,8 @@ def learning_curve(data: TargetData, names: list[str], fractions: tuple[float, .
     """Pooled leave-one-model-out top-1/top-5 against the share of training kernels kept."""
     out: dict = {}
     for frac in fractions:
-        r = leave_one_model_out(data.rows, data.table, names, train_fraction=frac, log=lambda m: None)
+        r = leave_one_model_out(data.rows, data.table, names, train_fraction=frac, extra=data.extra,
+                                log=lambda m: None)
         out[str(frac)] = {n: {k: r["rankers"][n]["pooled"][k] for k in ("top1", "top3", "top5")} for n in names}
         log(f"learning curve at {frac:.0%}: " + ", ".join(f"{n} top1 {out[str(frac)][n]['top1']}" for n in names))
     return out

@@ -55,6 +55,8 @@ class Ranker:
     name: ClassVar[str] = "ranker"
     feature_set: ClassVar[str] = "tabular"  # which featurizer output X is: "tabular" | "tokens" | "per_store"
     needs_fit: ClassVar[bool] = True
+    # whether training adds the bank's own tuning records to the kernels' groups (training.dataset)
+    uses_extra_groups: ClassVar[bool] = False
 
     def get_params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}
