@@ -60,7 +60,7 @@ def test_train_saves_rankers_and_evaluate_scores_them(target_root):
     meta = json.loads((target_root / "rankers" / "lgbm" / "meta.json").read_text())
     assert meta["ranker"] == "lgbm" and meta["kernels"] == 12 and meta["candidates"] == 96
     assert meta["feature_version"].startswith("schema") and meta["data_hash"] and meta["models"] == list(MODELS)
-    assert (target_root / "rankers" / "lgbm" / "model0.txt").exists()
+    assert (target_root / "rankers" / "lgbm" / "model0.txt.gz").exists()
     r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic,random", "--learning-curve", "0.5,1")
     assert r.returncode == 0, r.stderr
     assert "Leave-one-model-out" in r.stdout and "| lgbm | 12 |" in r.stdout

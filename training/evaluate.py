@@ -52,7 +52,13 @@ class FeatureTable:
     def get(self, feature_set: str, rows: list[CandidateRow]) -> np.ndarray:
         if feature_set not in self._sets:
             self._sets[feature_set] = self._compute(feature_set)
-        return self._sets[feature_set][[self._index[r.key] for r in rows]]
+        X = self._sets[feature_set][[self._index[r.key] for r in rows]]
+        if X.dtype.kind == "f" and np.isnan(X).any():
+            from recommender.bank import BankError
+            missing = next(r.key for r, bad in zip(rows, np.isnan(X).reshape(len(X), -1).any(axis=1)) if bad)
+            raise BankError(f"no {feature_set} features for {int(np.isnan(X).reshape(len(X), -1).any(axis=1).sum())} "
+                            f"candidates (e.g. {missing}); for per_store run scripts/per_store_features.py again")
+        return X
 
 
 def make_ranker(name: str, featurizer: Featurizer, params: dict | None = None) -> Ranker:

@@ -40,11 +40,11 @@ def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.n
     X = data["X"]
 
     def lookup(rows: list[CandidateRow]) -> np.ndarray:
-        missing = [r.key for r in rows if r.key not in index]
-        if missing:
-            raise BankError(f"{features_file} has no PerStoreFeature vector for {len(missing)} candidates "
-                            f"(e.g. {missing[0]}): run scripts/per_store_features.py again")
-        return X[[index[r.key] for r in rows]]
+        """Vectors of `rows`; NaN rows for candidates without one (the evaluation refuses to use those)."""
+        out = np.full((len(rows), X.shape[1]), np.nan, dtype=np.float32)
+        have = [i for i, r in enumerate(rows) if r.key in index]
+        out[have] = X[[index[rows[i].key] for i in have]]
+        return out
 
     return lookup
 
