@@ -5,6 +5,10 @@ schedule (same anchor, other epilogue) applied to a kernel whose fused epilogue 
 anchor-trace application schedules the anchor and inlines the rest, and the pad border then comes out
 wrong. Such kernels are rare (2 of 155 in the matrix), so a learned ranker cannot learn the rule
 leave-one-model-out; it is stated here instead, and the selectors rank such candidates after every other.
+It is a coarse prior, not a verdict: whether the border comes out wrong depends on the schedule (21 of the 83
+such candidates in the matrix are right), and where every candidate of a kernel is of this kind (21 of
+MobileNetV2's kernels, 4 of them with 3 in 4 candidates wrong) it cannot help: there only the measured
+correctness check finds the right ones.
 """
 from __future__ import annotations
 
