@@ -41,7 +41,7 @@ def main() -> None:
     from training.train import TargetData
 
     data = TargetData(repo_models_dir() / a.target_key, lambda m: None)
-    rows = data.table._rows
+    rows = data.table.rows
     f = data.featurizer
     out: dict = {"target_key": a.target_key, "candidates": len(rows), "repeat": a.repeat}
     for kind, fn in (("tabular", f.tabular), ("sequences", f.sequences)):

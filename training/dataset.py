@@ -66,17 +66,13 @@ class RankingSet:
         return h.hexdigest()[:16]
 
 
-def as_rows(items: list) -> list[CandidateRow]:
-    return [r if isinstance(r, CandidateRow) else CandidateRow.from_json(r) for r in items]
-
-
 def read_matrix(matrix_dir: Path) -> list[CandidateRow]:
     """Every row of a transfer matrix (one gzipped JSON-lines file per target model)."""
     files = sorted(Path(matrix_dir).glob("*.jsonl.gz"))
     if not files:
         raise BankError(f"no transfer-matrix files (*.jsonl.gz) in {matrix_dir}: build it with "
                         f"`schedrec replay --all-pairs` first")
-    return [r for f in files for r in as_rows(read_rows(f))]
+    return [r for f in files for r in read_rows(f)]
 
 
 def read_source_kernels(bank_dir: Path) -> dict[tuple[str, str], SourceKernel]:
@@ -107,6 +103,11 @@ def ranking_set(rows: list[CandidateRow], min_candidates: int = 1) -> RankingSet
         d = defaults.get(key)
         groups.append(KernelGroup(key, tuple(cands), cands[0].weight, d.latency_s if d is not None else None))
     return RankingSet(groups)
+
+
+def trainable(rows: list[CandidateRow]) -> RankingSet:
+    """The kernels a ranker can learn from: a valid candidate and 2 or more candidates."""
+    return ranking_set(rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
 
 
 def leave_model_out(rows: list[CandidateRow], model: str) -> tuple[list[CandidateRow], list[CandidateRow]]:

@@ -17,7 +17,7 @@ from featurize.candidate_features import Featurizer
 from featurize.validity import demote_known_failures
 from recommender.rows import CandidateRow
 
-from .dataset import RankingSet, ranking_set
+from .dataset import RankingSet, ranking_set, trainable
 from .metrics import KS, score_groups, summarize_outcomes
 from .rankers import Ranker, TransferTuningHeuristic, ranker_class
 
@@ -33,6 +33,14 @@ class FeatureTable:
         self._rows = rows
         self._per_store = per_store
         self.seconds: dict[str, float] = {}
+
+    @property
+    def rows(self) -> list[CandidateRow]:
+        return self._rows
+
+    def has(self, feature_set: str) -> bool:
+        """Whether this table can give `feature_set` (per_store needs its saved vectors)."""
+        return feature_set != "per_store" or self._per_store is not None
 
     def _compute(self, feature_set: str) -> np.ndarray:
         t0 = time.perf_counter()
@@ -116,7 +124,7 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
 
 def _training_set(rows: list[CandidateRow], fraction: float, seed: int) -> RankingSet:
     """Kernels with a valid candidate and 2 or more candidates; a seeded `fraction` of them if < 1."""
-    train = ranking_set(rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+    train = trainable(rows)
     if fraction < 1.0:
         rng = np.random.default_rng(seed)
         keep = set(rng.permutation(len(train.groups))[:max(1, int(round(fraction * len(train.groups))))])

@@ -18,6 +18,15 @@ def _f(x: object) -> str:
     return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def _pooled_table(rankers: dict) -> list[str]:
+    """Markdown rows of each ranker's pooled figures."""
+    lines = ["| ranker | kernels | " + " | ".join(_COLS) + " |", "|---|---|" + "---|" * len(_COLS)]
+    for name, r in rankers.items():
+        p = r["pooled"]
+        lines.append(f"| {name} | {p.get('kernels')} | " + " | ".join(_f(p.get(c)) for c in _COLS) + " |")
+    return lines
+
+
 def rankers_markdown(target_dir: Path) -> str:
     """The section as Markdown ('' when the target has neither trained rankers nor an evaluation)."""
     target_dir = Path(target_dir)
@@ -44,21 +53,12 @@ def rankers_markdown(target_dir: Path) -> str:
                   f"{ev.get('seconds', '-')} s): no row of the evaluated model is in the training data or the "
                   "candidate pool. Pooled over held-out kernels; top-k score weights kernels by weight x "
                   "latency (DESIGN.md), Q@k is the unweighted mean per kernel, fail1 the share of top-1 picks "
-                  "that fail.", "",
-                  "| ranker | kernels | " + " | ".join(_COLS) + " |", "|---|---|" + "---|" * len(_COLS)]
-        for name, r in lomo["rankers"].items():
-            p = r["pooled"]
-            lines.append(f"| {name} | {p.get('kernels')} | " + " | ".join(_f(p.get(c)) for c in _COLS) + " |")
-        lines.append("")
+                  "that fail.", "", *_pooled_table(lomo["rankers"]), ""]
         held = ev.get("heldout") or {}
         if held.get("rankers"):
             lines += [f"Zoo models outside the bank ({', '.join(held['models'])}), their exhaustive replays "
                       "(`heldout/`) ranked by rankers trained on the whole matrix:", "",
-                      "| ranker | kernels | " + " | ".join(_COLS) + " |", "|---|---|" + "---|" * len(_COLS)]
-            for name, r in held["rankers"].items():
-                p = r["pooled"]
-                lines.append(f"| {name} | {p.get('kernels')} | " + " | ".join(_f(p.get(c)) for c in _COLS) + " |")
-            lines.append("")
+                      *_pooled_table(held["rankers"]), ""]
         nc = ev.get("noise_ceiling")
         if nc:
             a, b = nc.get("matrix_to_a", {}), nc.get("a_to_b", {})

@@ -20,10 +20,10 @@ from recommender.bank import BankError
 from recommender.fileio import atomic_write_json, display_path
 from recommender.rows import CandidateRow
 
-from .dataset import RankingSet, as_rows, bank_record_rows, read_matrix, read_source_kernels, ranking_set
+from .dataset import RankingSet, bank_record_rows, read_matrix, read_source_kernels, ranking_set, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
-from .rankers import BASELINES, LEARNED, ranker_class
+from .rankers import ranker_class
 from .report import update_card
 
 EVALUATION_FILE = "evaluation.json"
@@ -63,20 +63,17 @@ class TargetData:
         self.extra = bank_record_rows(self.target_dir / "bank") if bank_records else []
         self.table = FeatureTable(self.featurizer, [r for r in self.rows if r.replayed] + self.extra,
                                   per_store_lookup(self.target_dir / "features" / "per_store.npz"))
-        self.available = [n for n in LEARNED + BASELINES
-                          if n != "xgb_per_store" or self.table._per_store is not None]
         log(f"{display_path(self.target_dir)}: {len(self.rows)} rows and {len(self.extra)} bank records read in "
             f"{time.perf_counter() - t0:.1f} s")
 
     def training_set(self, name: str) -> RankingSet:
         """Every matrix kernel with a valid candidate (and its bank records, if the ranker uses them)."""
         use = bool(self.extra) and ranker_class(name).uses_extra_groups
-        rows = self.rows + self.extra if use else self.rows
-        return ranking_set(rows).where(lambda g: g.best_s is not None and len(g.rows) >= 2)
+        return trainable(self.rows + self.extra if use else self.rows)
 
 
 def _names(requested: list[str], data: TargetData) -> list[str]:
-    if "xgb_per_store" in requested and "xgb_per_store" not in data.available:
+    if "xgb_per_store" in requested and not data.table.has("per_store"):
         raise BankError(f"no PerStoreFeature vectors in {data.target_dir / 'features'}: run "
                         f"scripts/per_store_features.py first, or leave out xgb_per_store")
     return requested
@@ -142,7 +139,7 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     files = sorted((data.target_dir / "heldout").glob("*/candidates.jsonl.gz"))
     if not files:
         return {}
-    rows = [r for f in files for r in as_rows(read_rows(f))]
+    rows = [r for f in files for r in read_rows(f)]
     table = FeatureTable(data.featurizer, [r for r in rows if r.replayed])
     test = ranking_set(rows)
     out: dict = {"models": sorted({g.key[0] for g in test.groups}), "rankers": {}}
