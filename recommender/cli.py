@@ -224,7 +224,7 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
 
     from .bank import repo_models_dir
     from .measure import MeasureSettings
-    from .transfer_matrix import all_pairs
+    from .transfer.matrix import all_pairs
     if args.model or args.exclude_models:
         raise SchedrecError("--all-pairs replays every bank model leaving itself out; drop --model/--exclude-models "
                             "(use --models to restrict the target models)")
@@ -239,6 +239,114 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
     _print_table(rows, ["target model", "kernels", "with valid", "cands/kernel", "valid/kernel",
                         "median/best", "default/best", "best/tuned"])
     print(f"{s['rows']} rows -> {out_dir}")
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """The transfer matrix: every bank model replayed from the others, every candidate measured (resumable)."""
+    from .target import parse_target
+    target = parse_target(args.target)
+    args.model, args.exclude_models = None, ""
+    return _replay_all_pairs(args, target, _bank_dir(args, target.key))
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of measurements, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more measurements, got {value}")
+    return value
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    """Budgeted transfer: the recommender ranks each kernel's transferred schedules and only the top-k are
+    measured; writes a MetaSchedule database and a report (JSON and Markdown)."""
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    from .fileio import display_path
+    from .measure import MeasureSettings
+    from .model_import import model_name_from_spec
+    from .recommend import load_selector
+    from .target import parse_target
+    from .transfer.budgeted import budgeted_transfer
+    target = parse_target(args.target)
+    bank_dir = _bank_dir(args, target.key)
+    rec_dir = Path(args.recommender) if args.recommender else repo_models_dir() / target.key
+    selector = load_selector(args.selector, rec_dir, bank_dir, seed=args.seed)
+    name = model_name_from_spec(args.model)
+    budget_tag = f"k{args.budget_per_kernel}" if args.budget_per_kernel is not None else f"b{args.budget}"
+    out_dir = Path(args.out) if args.out else Path("out") / "transfer" / f"{name}-{args.selector}-{budget_tag}"
+    exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
+    report = budgeted_transfer(args.model, target, bank_dir, out_dir, selector, budget=args.budget,
+                               per_kernel=args.budget_per_kernel, top_n=args.top_n, cap=args.cap,
+                               exclude_models=exclude, settings=MeasureSettings(repeat=args.repeat),
+                               anchor_fallback=not args.no_anchor_fallback, untuned=not args.no_untuned,
+                               recommender=display_path(rec_dir))
+    t = report["totals"]
+    tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
+    line = (f"{report['model']} on {report['target_key']}: {tuned * 1e3 if tuned else float('nan'):.2f} ms "
+            f"with {t['records_written']} transferred schedules")
+    if untuned:
+        line += f" (untuned {untuned * 1e3:.2f} ms, {untuned / tuned:.1f}x)" if tuned else ""
+    print(line)
+    print(f"search {t['search_s']:.1f} s: replay {t['replay_s']:.1f}, featurize {t['featurize_s']:.2f}, "
+          f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
+          f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
+          f"(+{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
+    shipped = repo_models_dir() / target.key / "heldout" / report["model"] / "report.json"
+    if shipped.exists() and tuned:
+        import json
+        ex = json.loads(shipped.read_text())["totals"]
+        if ex.get("model_latency_tuned_s"):
+            print(f"exhaustive replay of this model (shipped run, {ex['valid']} candidates measured): "
+                  f"{ex['model_latency_tuned_s'] * 1e3:.2f} ms after {ex['search_s']:.0f} s of search; "
+                  f"this run: {t['search_s'] / ex['search_s']:.0%} of that search time")
+    if args.baselines and tuned:
+        from .compare import time_baselines
+        for name, lat in time_baselines(args.model, target, report["model"]).items():
+            print(f"{name}: {lat * 1e3:.2f} ms ({'schedrec faster' if tuned < lat else 'schedrec slower'}: "
+                  f"{lat / tuned:.2f}x), {target.config.get('num-cores', 1)} threads")
+    return 0
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected per-kernel budgets like 1,2,3,5, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"budgets must be 1 or more, got {text!r}")
+    return values
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Every method on one model in one run, same measurer: untuned, the recommender and random-k at each
+    per-kernel budget, exhaustive replay, MetaSchedule from scratch, the reference, PyTorch, ONNX Runtime."""
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    from .compare import compare
+    from .model_import import model_name_from_spec
+    from .target import parse_target
+    target = parse_target(args.target)
+    bank_dir = _bank_dir(args, target.key)
+    rec_dir = Path(args.recommender) if args.recommender else repo_models_dir() / target.key
+    out_dir = Path(args.out) if args.out else Path("out") / "compare" / model_name_from_spec(args.model)
+    selectors = tuple(s.strip() for s in args.selectors.split(",") if s.strip())
+    bad = [s for s in selectors if s not in ("lgbm", "tlp", "heuristic", "random")]
+    if bad or not selectors:
+        raise SchedrecError(f"unknown selector {', '.join(bad) or repr(args.selectors)}; "
+                            f"use lgbm, tlp, heuristic or random")
+    data = compare(args.model, target, bank_dir, rec_dir, out_dir, budgets=args.budgets, selectors=selectors,
+                   top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
+                   scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
+                   baselines=not args.no_baselines)
+    from .compare import format_compare
+    print(format_compare(data))
+    print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
     return 0
 
 
@@ -344,8 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help=cmd_replay.__doc__, description=cmd_replay.__doc__)
     r.add_argument("--model", help="zoo:NAME, a .onnx or a .pt2 file")
     r.add_argument("--all-pairs", action="store_true",
-                   help="the transfer matrix: every bank model replayed from the others, every candidate kept "
-                        "(resumable; default output models/<target-key>/transfer)")
+                   help="the transfer matrix (the same as `schedrec matrix`)")
     r.add_argument("--models", help="with --all-pairs: only these bank models as targets (comma-separated)")
     target_opt(r)
     r.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
@@ -362,6 +469,68 @@ def build_parser() -> argparse.ArgumentParser:
                         "(e.g. wrong_result after a fix to the check)")
     r.add_argument("--out", metavar="DIR", help="output folder (default: out/replay/<model>)")
     r.set_defaults(func=cmd_replay)
+
+    mx = sub.add_parser("matrix", help=cmd_matrix.__doc__, description=cmd_matrix.__doc__)
+    mx.add_argument("--models", help="only these bank models as targets (comma-separated)")
+    target_opt(mx)
+    mx.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+    mx.add_argument("--top-n", type=_positive_int, default=3, help="best records per source kernel (3)")
+    mx.add_argument("--cap", type=_positive_int, default=48, help="at most this many candidates per kernel (48)")
+    mx.add_argument("--no-anchor-fallback", action="store_true",
+                    help="do not fall back to same-anchor donors with another epilogue where a class has none")
+    mx.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
+    mx.add_argument("--remeasure", type=_statuses, default=(), metavar="STATUS[,STATUS]",
+                    help="when resuming, measure again the kernels with a candidate of these statuses")
+    mx.add_argument("--out", metavar="DIR", help="output folder (default: models/<target-key>/transfer)")
+    mx.set_defaults(func=cmd_matrix)
+
+    tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)
+    tf.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    budget = tf.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--budget", type=_non_negative_int, metavar="B",
+                        help="candidate measurements in total, split across kernels by expected gain "
+                             "(0: trust each kernel's top-ranked candidate after a correctness check)")
+    budget.add_argument("--budget-per-kernel", type=_non_negative_int, metavar="K",
+                        help="candidate measurements per kernel (the top K of its ranking)")
+    target_opt(tf)
+    tf.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+    tf.add_argument("--recommender", metavar="DIR",
+                    help="target folder with the trained rankers (default: models/<target-key>)")
+    tf.add_argument("--selector", default="lgbm", choices=["lgbm", "tlp", "heuristic", "random"],
+                    help="which ranking picks the candidates to measure (lgbm)")
+    tf.add_argument("--seed", type=int, default=0, help="seed of the random selector (0)")
+    tf.add_argument("--exclude-models", default="", help="comma-separated bank models to leave out")
+    tf.add_argument("--top-n", type=_positive_int, default=3, help="best records per source kernel in the pool (3)")
+    tf.add_argument("--cap", type=_positive_int, default=48, help="at most this many candidates per kernel (48)")
+    tf.add_argument("--no-anchor-fallback", action="store_true",
+                    help="do not fall back to same-anchor donors with another epilogue where a class has none")
+    tf.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per measurement (5)")
+    tf.add_argument("--no-untuned", action="store_true", help="do not time the untuned model for the report")
+    tf.add_argument("--baselines", action="store_true",
+                    help="also time PyTorch eager (zoo models) and ONNX Runtime on the same input")
+    tf.add_argument("--out", metavar="DIR", help="output folder (default: out/transfer/<model>-<selector>-<budget>)")
+    tf.set_defaults(func=cmd_transfer)
+
+    cp = sub.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
+    cp.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    cp.add_argument("--budgets", type=_budgets, default=(1, 2, 3, 5), help="per-kernel budgets (1,2,3,5)")
+    cp.add_argument("--selectors", default="lgbm,random", help="selectors to compare (lgbm,random)")
+    target_opt(cp)
+    cp.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+    cp.add_argument("--recommender", metavar="DIR",
+                    help="target folder with the trained rankers (default: models/<target-key>)")
+    cp.add_argument("--top-n", type=_positive_int, default=3, help="best records per source kernel in the pool (3)")
+    cp.add_argument("--cap", type=_positive_int, default=48, help="at most this many candidates per kernel (48)")
+    cp.add_argument("--exhaustive", choices=["auto", "shipped", "measure", "skip"], default="auto",
+                    help="exhaustive replay: the shipped run's choices and search time (timed here), measured "
+                         "now, or skipped (auto: shipped if there is one)")
+    cp.add_argument("--scratch-cap-s", type=float, default=None,
+                    help="MetaSchedule from scratch: stop after this many tuning seconds (0 skips it; default: "
+                         "--scratch-factor x the search time of the largest lgbm budget)")
+    cp.add_argument("--scratch-factor", type=float, default=10.0, help="see --scratch-cap-s (10)")
+    cp.add_argument("--no-baselines", action="store_true", help="skip PyTorch and ONNX Runtime")
+    cp.add_argument("--out", metavar="DIR", help="output folder (default: out/compare/<model>)")
+    cp.set_defaults(func=cmd_compare)
 
     b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
                        description="The bank: per target, MetaSchedule tuning records of the models tuned there.")

@@ -29,6 +29,8 @@ CRASH = "crash"
 WRONG_RESULT = "wrong_result"
 MEASURE_FAILURES = (BUILD_ERROR, RUNTIME_ERROR, TIMEOUT, CRASH, WRONG_RESULT)
 FAILURE_STATUSES = REPLAY_FAILURES + MEASURE_FAILURES
+# a replayed candidate that a budgeted run chose not to measure (not a failure: nothing is known of it)
+NOT_MEASURED = "not_measured"
 
 REQUIRED = ("target_model", "target_kernel", "class_key", "match", "status")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -68,11 +69,18 @@ class Ranked:
         self.featurize = featurize
         self.validity = validity
         self.name = getattr(ranker, "name", "ranked")
+        self.seconds = {"featurize": 0.0, "predict": 0.0}  # accumulated over calls
 
     def scores(self, kernel: KernelCandidates) -> np.ndarray:
         rows = list(kernel.rows)
-        s = self.ranker.predict(self.featurize(rows), np.asarray([len(rows)]))
-        return demote_known_failures(rows, s) if self.validity else s
+        t0 = time.perf_counter()
+        X = self.featurize(rows)
+        t1 = time.perf_counter()
+        s = self.ranker.predict(X, np.asarray([len(rows)]))
+        s = demote_known_failures(rows, s) if self.validity else s
+        self.seconds["featurize"] += t1 - t0
+        self.seconds["predict"] += time.perf_counter() - t1
+        return s
 
     def order(self, kernel: KernelCandidates) -> list[int]:
         if not kernel.rows:

@@ -15,7 +15,7 @@ from typing import Callable
 
 from .bank import BankError, read_json_lines
 from .fileio import gzip_writer, replacing
-from .rows import FAILURE_STATUSES, OK, REQUIRED, CandidateRow  # noqa: F401  (importable from here too)
+from .rows import FAILURE_STATUSES, NOT_MEASURED, OK, REQUIRED, CandidateRow  # noqa: F401  (importable from here too)
 
 # the key order of the files written before CandidateRow: rows are written in it so a rewritten file is
 # byte-for-byte the file the old writer made (keys CandidateRow adds later go last)
@@ -89,7 +89,7 @@ def kernel_stats(rows: list[CandidateRow]) -> dict[tuple[str, str], dict]:
             k["valid_s"].append(r.latency_s)
             if r.source_rank == 0:
                 k["rank0_s"].append(r.latency_s)
-        else:
+        elif r.status != NOT_MEASURED:
             k["failed"] += 1
     return out
 

@@ -159,10 +159,11 @@ class Measurer:
 
     # -- timing ----------------------------------------------------------------------------------
     def time_artifact(self, path: str, args_info: list, seed: int = 0,
-                      reference_path: str | None = None) -> MeasureResult:
+                      reference_path: str | None = None, settings: MeasureSettings | None = None) -> MeasureResult:
         """Time one built artifact in the timing worker (or through RPC). With `reference_path` (a local
-        build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal."""
-        s = self.settings
+        build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal.
+        `settings` overrides the timing settings (repeat, number, min_repeat_ms, warmup) for this call."""
+        s = settings or self.settings
         payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup,
                    "reference_path": reference_path if self.rpc is None else None,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
@@ -184,9 +185,10 @@ class Measurer:
             return MeasureResult(CRASH, error=f"run: {err}", run_s=time.perf_counter() - t0)
 
     def measure(self, mods: list[object], args_infos: list[list] | None = None,
-                reference: object | None = None) -> list[MeasureResult]:
+                reference: object | None = None, settings: MeasureSettings | None = None) -> list[MeasureResult]:
         """Build all modules (in parallel), then time the built ones one after another. With `reference`
-        (the unscheduled kernel), every candidate's output is checked against it before timing."""
+        (the unscheduled kernel), every candidate's output is checked against it before timing. `settings`
+        overrides the timing settings for these modules (e.g. a single short run that only checks)."""
         built = self.build(mods + ([reference] if reference is not None else []))
         ref_path = None
         if reference is not None:
@@ -199,7 +201,7 @@ class Measurer:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
             info = args_infos[i] if args_infos is not None else kernel_args(mods[i])
-            r = self.time_artifact(path, info, reference_path=ref_path)
+            r = self.time_artifact(path, info, reference_path=ref_path, settings=settings)
             r.build_s = build_s
             out.append(r)
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)

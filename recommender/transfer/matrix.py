@@ -12,14 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from .bank import BankError, locked, wait_while_paused
-from .candidates import BankIndex
-from .fileio import atomic_write_json, display_path
-from .kernels import kernel_from_mod
-from .measure import MeasureSettings, Measurer
-from .target import TargetSpec
-from .transfer import transfer_kernel
-from .transfer_data import kernel_rows, read_rows, rows_to_resume, summarize, write_rows
+from ..bank import BankError, locked
+from ..candidates import BankIndex
+from ..fileio import atomic_write_json, display_path
+from ..kernels import kernel_from_mod
+from ..measure import MeasureSettings, Measurer
+from ..target import TargetSpec
+from ..transfer_data import read_rows, summarize
+from .driver import RowFile, drive
+from .kernel import transfer_kernel
 
 
 def matrix_file(out_dir: Path, model: str) -> Path:
@@ -32,9 +33,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
     Kernels with a candidate whose status is in `remeasure` are measured again."""
-    from tqdm import tqdm
-
-    from .tvm_setup import load_tensor_intrinsics
+    from ..tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
     index = BankIndex(bank_dir)
@@ -43,27 +42,24 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     unknown = [m for m in models or [] if m not in index.models]
     if unknown:
         raise BankError(f"not in the bank at {bank_dir}: {', '.join(unknown)} (bank models: {', '.join(index.models)})")
-    todo_models = models or index.models
     for w in index.warnings(target.key):
         log(w)
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
         with Measurer(target.config, settings) as measurer:
-            for model in todo_models:
-                path = matrix_file(out_dir, model)
-                rows = rows_to_resume(path, remeasure, log)
-                done = {r.target_kernel for r in rows}
-                todo = [bk for bk in index.kernels[model] if bk.name not in done]
+            for model in models or index.models:
+                rows = RowFile(matrix_file(out_dir, model), remeasure, log)
+                todo = [bk for bk in index.kernels[model] if bk.name not in rows.by_kernel]
                 if not todo:
                     continue
                 t0 = time.time()
-                for bk in tqdm(todo, desc=f"matrix {model}", unit="kernel", file=sys.stderr):
-                    wait_while_paused(bank_dir, log)
-                    kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
-                    choice = transfer_kernel(kernel, index, measurer, tt, top_n, (model,), cap, anchor_fallback)
-                    rows += kernel_rows(choice, model, tuned_best_s=bk.best_s)
-                    write_rows(path, rows)
-                log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {path}")
+                for _ in drive(todo, rows, model, name=lambda bk: bk.name,
+                               step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight), index,
+                                                               measurer, tt, top_n, (model,), cap, anchor_fallback),
+                               resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
+                               tuned_best_s=lambda bk: bk.best_s, log=log):
+                    pass
+                log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {rows.path}")
     rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
     summary = {"bank": display_path(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
                "cap": cap, "anchor_fallback": anchor_fallback, "measurer": settings_json, "rows": len(rows),

@@ -1,0 +1,385 @@
+"""`schedrec compare`: every way to get a fast model, side by side in one run, with the same measurer.
+
+One model import and one candidate replay feed every selector. Each kernel's default is measured once; each
+selector's candidates are measured in its ranked order, one measurement call per budget step (so the search
+time of budget k is the replay, the ranking, the defaults and the steps up to k, as a budgeted run of k would
+spend it). For each method the chosen schedules become a database, and the whole model is compiled and timed
+with it in this process, beside the untuned model, exhaustive replay, the long-tuning reference,
+MetaSchedule from scratch (checkpointed) and what users run instead: PyTorch eager and ONNX Runtime.
+Results go to compare.json (rewritten after each method), compare.md and compare.png.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .bank import bank_models, read_meta, unpack
+from .fileio import atomic_write_json, atomic_write_text, display_path, read_json
+from .measure import MeasureSettings, Measurer
+from .replay import apply_replayed
+from .rows import OK
+from .selection import KernelCandidates, Selector
+from .target import TargetSpec
+from .transfer.choice import KernelChoice, candidate_row, set_chosen, tally
+from .transfer.database import write_database
+from .transfer.kernel import FoundCandidates, find_candidates
+from .transfer.run import ModelRun, open_model
+
+UNTUNED_TIMING = MeasureSettings(repeat=3, min_repeat_ms=0)  # plain loops: seconds per inference on big models
+MODEL_TIMING = MeasureSettings(repeat=7, min_repeat_ms=200)
+
+
+@dataclass
+class Measured:
+    """One candidate measured during the comparison."""
+
+    index: int  # into the kernel's found candidates
+    result: object  # MeasureResult
+
+
+@dataclass
+class KernelRun:
+    """A kernel's default measurement and each selector's measurements, in the order they were made."""
+
+    found: FoundCandidates
+    default: object | None = None  # MeasureResult
+    default_wall_s: float = 0.0
+    steps: dict[str, list[tuple[list[Measured], float]]] = field(default_factory=dict)  # selector -> [(step, wall)]
+
+    def first(self, selector: str, k: int) -> tuple[list[Measured], float]:
+        """The first k measurements of `selector` and the wall time their steps took."""
+        out, wall = [], 0.0
+        for measured, w in self.steps.get(selector, []):
+            if len(out) >= k:
+                break
+            out += measured
+            wall += w
+        return out[:k], wall
+
+
+def _choice(run: KernelRun, measured: list[Measured], target: object) -> KernelChoice:
+    """The choice among the default and `measured`: the fastest valid, never worse than the default."""
+    f = run.found
+    choice = KernelChoice(f.kernel, match=f.match)
+    choice.default_s = run.default.median if run.default is not None and run.default.ok else None
+    choice.rows = [candidate_row(f.kernel, None, run.default, measured=run.default is not None)]
+    by_index = {m.index: m.result for m in measured}
+    for i, c in enumerate(f.candidates):
+        choice.rows.append(candidate_row(f.kernel, c, by_index.get(i), measured=i in by_index or c.status != OK))
+    tally(choice)
+    best = min((m for m in measured if m.result.ok), key=lambda m: m.result.median, default=None)
+    if best is not None and (choice.default_s is None or best.result.median < choice.default_s):
+        row = choice.rows[1 + best.index]
+        set_chosen(choice, row, apply_replayed(row.trace, f.kernel.mod, target).sch)
+    return choice
+
+
+def _orders(mr: ModelRun, found: dict[str, FoundCandidates], selector: Selector) -> dict[str, list[int]]:
+    out = {}
+    for k in mr.kernels:
+        f = found[k.name]
+        rows = tuple(candidate_row(k, f.candidates[i], measured=False) for i in f.valid)
+        out[k.name] = [f.valid[i] for i in selector.order(KernelCandidates((mr.model.name, k.name), rows, k.weight))] \
+            if rows else []
+    return out
+
+
+class Comparison:
+    """Collects the methods' results and writes them after each one (a killed run keeps what it has)."""
+
+    def __init__(self, out_dir: Path, header: dict) -> None:
+        self.out_dir = out_dir
+        self.path = out_dir / "compare.json"
+        old = read_json(self.path) if self.path.exists() else {}
+        self.data = {**header, "methods": old.get("methods", {}) if old.get("spec") == header["spec"] else {}}
+
+    def has(self, name: str) -> bool:
+        return name in self.data["methods"]
+
+    def add(self, name: str, **entry: object) -> None:
+        self.data["methods"][name] = entry
+        atomic_write_json(str(self.path), self.data)
+
+
+def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path, out_dir: Path,
+            budgets: tuple[int, ...] = (1, 2, 3, 5), selectors: tuple[str, ...] = ("lgbm", "random"),
+            top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
+            exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
+            settings: MeasureSettings | None = None, baselines: bool = True, log=None) -> dict:
+    """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
+
+    exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
+    here, take its recorded search time), "measure" (measure every remaining candidate now), "auto" (shipped
+    if there is one), "skip". MetaSchedule from scratch runs until it matches the best budgeted latency or
+    spends `scratch_cap_s` (default: `scratch_factor` x the search time of the largest lgbm budget); 0 skips it.
+    """
+    from .recommend import load_selector
+    log = log or (lambda m: print(m, file=sys.stderr))
+    from tqdm import tqdm
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mr = open_model(spec, target, bank_dir, exclude_models)
+    name = mr.model.name
+    budgets = tuple(sorted(set(budgets)))
+    cmp = Comparison(out_dir, {"model": name, "spec": spec, "target_key": target.key, "target": target.config,
+                               "threads": int(target.config.get("num-cores", 1)), "bank": display_path(bank_dir),
+                               "bank_models": mr.index.models, "excluded_models": list(mr.exclude),
+                               "recommender": display_path(recommender_dir), "budgets": list(budgets),
+                               "pool": {"top_n": top_n, "cap": cap}, "date": time.strftime("%Y-%m-%d")})
+    with Measurer(target.config, settings) as measurer:
+        t0 = time.perf_counter()
+        found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap)
+                 for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
+        replay_s = time.perf_counter() - t0
+        runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}
+        for k in tqdm(mr.kernels, desc="defaults", unit="kernel", file=sys.stderr):
+            if found[k.name].valid:
+                t1 = time.perf_counter()
+                (runs[k.name].default,) = measurer.measure([k.mod], reference=k.mod)
+                runs[k.name].default_wall_s = time.perf_counter() - t1
+        defaults_s = sum(r.default_wall_s for r in runs.values())
+        steps = [b - a for a, b in zip((0,) + budgets, budgets)]
+        rank_s = {}
+        for sel_name in selectors:
+            selector = load_selector(sel_name, recommender_dir, bank_dir)
+            t1 = time.perf_counter()
+            orders = _orders(mr, found, selector)
+            rank_s[sel_name] = time.perf_counter() - t1
+            for k in tqdm(mr.kernels, desc=f"measure {sel_name}", unit="kernel", file=sys.stderr):
+                order, done = orders[k.name], 0
+                runs[k.name].steps[sel_name] = []
+                for n in steps:
+                    idx = order[done:done + n]
+                    done += n
+                    if not idx:
+                        break
+                    t1 = time.perf_counter()
+                    results = measurer.measure([found[k.name].candidates[i].replayed.mod for i in idx], reference=k.mod)
+                    runs[k.name].steps[sel_name].append(([Measured(i, r) for i, r in zip(idx, results)],
+                                                         time.perf_counter() - t1))
+        common = {"replay_s": round(replay_s, 2), "defaults_s": round(defaults_s, 2)}
+        for sel_name in selectors:
+            for k in budgets:
+                choices, wall = [], 0.0
+                for kern in mr.kernels:
+                    measured, w = runs[kern.name].first(sel_name, k)
+                    wall += w
+                    choices.append(_choice(runs[kern.name], measured, mr.tvm_target))
+                search = replay_s + rank_s[sel_name] + defaults_s + wall
+                lat = _time_with(choices, mr, measurer, out_dir / "db" / f"{sel_name}-k{k}")
+                cmp.add(f"{sel_name}-k{k}", kind=sel_name, budget=k, latency_s=lat, search_s=round(search, 2),
+                        rank_s=round(rank_s[sel_name], 3), measure_s=round(wall, 2), **common,
+                        measurements=sum(len(runs[kern.name].first(sel_name, k)[0]) for kern in mr.kernels))
+                log(f"{sel_name} k={k}: {lat * 1e3 if lat else float('nan'):.2f} ms, search {search:.0f} s")
+        _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, log)
+        untuned = measurer.measure_model(mr.model.mod, _inputs(mr), settings=UNTUNED_TIMING)
+        cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0)
+        _reference(cmp, mr, measurer, out_dir)
+        best_budgeted = [m for m in cmp.data["methods"].values() if m.get("kind") == "lgbm" and m.get("latency_s")]
+        if scratch_cap_s is None:
+            largest = max(best_budgeted, key=lambda m: m["budget"], default=None)
+            scratch_cap_s = scratch_factor * largest["search_s"] if largest else 0.0
+        if scratch_cap_s > 0:
+            from .scratch import tune_from_scratch
+            goal = min((m["latency_s"] for m in best_budgeted), default=None)
+            curve = tune_from_scratch(mr, measurer, out_dir / "scratch", scratch_cap_s, goal, log)
+            cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
+                    latency_s=curve[-1]["latency_s"] if curve else None,
+                    search_s=curve[-1]["search_s"] if curve else None)
+    if baselines:
+        _baselines(cmp, mr, log)
+    data = cmp.data
+    data["time_to_match"] = time_to_match(data["methods"])
+    atomic_write_json(str(cmp.path), data)
+    atomic_write_text(str(out_dir / "compare.md"), format_compare(data))
+    plot_compare(data, out_dir / "compare.png")
+    return data
+
+
+def _inputs(mr: ModelRun) -> list:
+    return list(zip(mr.model.input_shapes, mr.model.input_dtypes))
+
+
+def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db_dir: Path) -> float | None:
+    write_database(choices, mr.tvm_target, db_dir)
+    r = measurer.measure_model(mr.model.mod, _inputs(mr), database_dir=str(db_dir), settings=MODEL_TIMING)
+    return r.median if r.ok else None
+
+
+def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelRun], measurer: Measurer,
+                out_dir: Path, log) -> None:
+    from .transfer.choice import choice_from_rows
+    from .transfer_data import read_rows
+    from .bank import repo_models_dir
+    shipped = repo_models_dir() / mr.target.key / "heldout" / mr.model.name
+    if how == "skip":
+        return
+    if how in ("auto", "shipped") and (shipped / "candidates.jsonl.gz").exists():
+        report = read_json(shipped / "report.json")
+        rows: dict[str, list] = {}
+        for r in read_rows(shipped / "candidates.jsonl.gz"):
+            rows.setdefault(r.target_kernel, []).append(r)
+        choices = [choice_from_rows(k, rows[k.name], mr.tvm_target) for k in mr.kernels if k.name in rows]
+        lat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
+        t = report["totals"]
+        cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=t["search_s"],
+                measurements=t["valid"], source=f"search time and choices from {display_path(shipped)} "
+                                                f"(pool top-n {report['top_n']}, cap {report['cap']}); latency timed here")
+        log(f"exhaustive (shipped choices): {lat * 1e3 if lat else float('nan'):.2f} ms")
+        return
+    if how == "shipped":
+        raise FileNotFoundError(f"no shipped exhaustive replay of {mr.model.name} in {display_path(shipped)}")
+    from .transfer.kernel import measure_kernel
+    t0 = time.perf_counter()
+    choices = [measure_kernel(r.found, measurer, mr.tvm_target) for r in runs.values()]
+    search = sum(r.found.replay_s for r in runs.values()) + time.perf_counter() - t0
+    lat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
+    cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=round(search, 2),
+            measurements=sum(c.valid for c in choices), source="measured in this run")
+
+
+def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path) -> None:
+    """The long-tuning reference of this model (models/<key>/reference/<model>), if there is one."""
+    import tempfile
+
+    from .bank import repo_models_dir
+    ref_dir = repo_models_dir() / mr.target.key / "reference"
+    folder = next((f for f in bank_models(ref_dir) if f.name == mr.model.name), None) if ref_dir.is_dir() else None
+    if folder is None:
+        return
+    meta = read_meta(folder)
+    with tempfile.TemporaryDirectory() as scratch:
+        unpack(folder, scratch)
+        r = measurer.measure_model(mr.model.mod, _inputs(mr), database_dir=scratch, settings=MODEL_TIMING)
+    hours = sum(float(k.get("seconds", 0.0)) for k in meta.get("kernels", {}).values()) / 3600
+    cmp.add("reference", kind="reference", latency_s=r.median if r.ok else None, search_s=round(hours * 3600, 1),
+            trials_per_task=meta.get("trials_per_task"), source=display_path(folder))
+
+
+def _baselines(cmp: Comparison, mr: ModelRun, log) -> None:
+    for name, lat in time_baselines(mr.spec, mr.target, mr.model.name, log).items():
+        cmp.add(name, kind=name, latency_s=lat, search_s=0.0)
+
+
+def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> dict[str, float]:
+    """Median seconds of PyTorch eager (zoo models) and ONNX Runtime (zoo models exported here, or the
+    given .onnx file), with the target's thread count; a baseline that cannot run is reported, not fatal."""
+    from .baselines import median, time_onnxruntime, time_pytorch
+    log = log or (lambda m: print(m, file=sys.stderr))
+    threads = int(target.config.get("num-cores", 1))
+    out = {}
+    try:
+        if spec.startswith("zoo:"):
+            from .zoo import build_zoo_model
+            model, args = build_zoo_model(spec[4:])
+            out["pytorch"] = median(time_pytorch(model, args, threads))
+            out["onnxruntime"] = median(time_onnxruntime(model, args, threads))
+        elif spec.endswith(".onnx"):
+            out["onnxruntime"] = median(_time_onnx_file(spec, threads))
+    except Exception as err:
+        log(f"warning: {model_name}: a baseline failed: {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}")
+    return out
+
+
+def _time_onnx_file(path: str, threads: int) -> list[float]:
+    import numpy as np
+    import onnxruntime as ort
+
+    from .baselines import _median_of_repeats
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    types = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
+    feeds = {}
+    for i in sess.get_inputs():
+        if not all(isinstance(d, int) for d in i.shape):
+            raise ValueError(f"ONNX input {i.name} has a dynamic shape {i.shape}")
+        dtype = types.get(i.type, "float32")
+        feeds[i.name] = (rng.standard_normal(i.shape).astype(dtype) if dtype.startswith("float")
+                         else np.zeros(i.shape, dtype=dtype))
+    return _median_of_repeats(lambda: sess.run(None, feeds), 5, 0.2)
+
+
+def time_to_match(methods: dict) -> dict:
+    """For each searched method: MetaSchedule-from-scratch time until its model latency is at or below the
+    method's, divided by the method's search time; ">x" where the scratch run stopped first (censored)."""
+    scratch = methods.get("metaschedule")
+    if not scratch or not scratch.get("curve"):
+        return {}
+    curve = scratch["curve"]
+    out = {}
+    for name, m in methods.items():
+        if m.get("kind") not in ("lgbm", "random", "tlp", "heuristic", "exhaustive") or not m.get("latency_s"):
+            continue
+        hit = next((p for p in curve if p["latency_s"] and p["latency_s"] <= m["latency_s"]), None)
+        if hit is not None:
+            out[name] = {"ratio": round(hit["search_s"] / m["search_s"], 2), "censored": False,
+                         "scratch_s": hit["search_s"]}
+        else:
+            out[name] = {"ratio": round(curve[-1]["search_s"] / m["search_s"], 2), "censored": True,
+                         "scratch_s": curve[-1]["search_s"]}
+    return out
+
+
+def format_compare(data: dict) -> str:
+    """The comparison as a Markdown table (latency, quality against exhaustive replay and the reference,
+    search time, time-to-match)."""
+    methods = data["methods"]
+    ex = (methods.get("exhaustive") or {}).get("latency_s")
+    ref = (methods.get("reference") or {}).get("latency_s")
+    ttm = data.get("time_to_match", {})
+    lines = [f"### {data['model']} on {data['target_key']} ({data['threads']} threads), {data['date']}", "",
+             "| method | latency ms | Q vs exhaustive | Qmax vs reference | search s | measurements | scratch to match |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in methods.items():
+        lat = m.get("latency_s")
+        q = f"{ex / lat:.3f}" if ex and lat else "-"
+        qm = f"{ref / lat:.3f}" if ref and lat else "-"
+        t = ttm.get(name)
+        match = "-" if not t else (f"> {t['ratio']}x" if t["censored"] else f"{t['ratio']}x")
+        search = m.get("search_s")
+        lines.append(f"| {name} | {lat * 1e3:.2f} | {q} | {qm} | {search if search is not None else '-'} | "
+                     f"{m.get('measurements', '-')} | {match} |" if lat else
+                     f"| {name} | failed | - | - | - | - | - |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_compare(data: dict, path: Path) -> None:
+    """Model latency against search time (log x): a curve per selector over budgets, the MetaSchedule
+    checkpoints, points for exhaustive replay and the reference, lines for untuned, PyTorch and ONNX Runtime."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    methods = data["methods"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for kind, style in (("lgbm", "o-"), ("random", "s--"), ("tlp", "^-"), ("heuristic", "v--")):
+        pts = sorted((m["search_s"], m["latency_s"] * 1e3, m["budget"]) for m in methods.values()
+                     if m.get("kind") == kind and m.get("latency_s"))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{kind} top-k (k={','.join(str(p[2]) for p in pts)})")
+    scratch = methods.get("metaschedule")
+    if scratch and scratch.get("curve"):
+        c = [p for p in scratch["curve"] if p["latency_s"]]
+        ax.plot([p["search_s"] for p in c], [p["latency_s"] * 1e3 for p in c], "x:", label="MetaSchedule from scratch")
+    for name, marker in (("exhaustive", "D"), ("reference", "*")):
+        m = methods.get(name)
+        if m and m.get("latency_s") and m.get("search_s"):
+            ax.plot([m["search_s"]], [m["latency_s"] * 1e3], marker, markersize=9, label=name)
+    for name, ls in (("pytorch", "-."), ("onnxruntime", ":")):
+        m = methods.get(name)
+        if m and m.get("latency_s"):
+            ax.axhline(m["latency_s"] * 1e3, linestyle=ls, color="gray", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("search time, s (log)")
+    ax.set_ylabel("model latency, ms (log)")
+    ax.set_title(f"{data['model']} on {data['target_key']}, {data['threads']} threads")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+

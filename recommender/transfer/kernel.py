@@ -1,0 +1,90 @@
+"""One kernel through the pipeline: candidates -> (selection) -> measure -> choose.
+
+`find_candidates` replays the bank's donors onto the kernel (same class first; where none replays, the same
+anchor op with another epilogue). `measure_kernel` measures the kernel's default version and the selected
+candidates, with every output checked against the unscheduled kernel, and chooses. Which candidates to
+measure is the caller's: all of them (exhaustive replay, the transfer matrix) or a selector's top-k
+(budgeted transfer, `recommender.selection`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from ..candidates import BankIndex, Candidate, replay_candidates
+from ..kernels import Kernel
+from ..measure import MeasureSettings, Measurer
+from ..replay import apply_replayed
+from ..rows import ANCHOR, CLASS, OK
+from .choice import KernelChoice, best_row, candidate_row, set_chosen, tally
+
+
+@dataclass
+class FoundCandidates:
+    """A kernel's replayed candidates (failed replays included), where they came from, and the replay time."""
+
+    kernel: Kernel
+    candidates: list[Candidate]
+    match: str | None
+    replay_s: float
+
+    @property
+    def valid(self) -> list[int]:
+        """Indices of the candidates that replayed (the ones a selector may pick)."""
+        return [i for i, c in enumerate(self.candidates) if c.status == OK]
+
+
+def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
+                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True) -> FoundCandidates:
+    """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker)."""
+    t0 = time.perf_counter()
+    cands: list[Candidate] = []
+    match = None
+    for m in (CLASS, ANCHOR) if anchor_fallback else (CLASS,):
+        sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=m)
+        if sources:
+            cands += replay_candidates(kernel, sources, target, isolated=measurer)
+            match = m
+        if any(c.status == OK for c in cands):
+            break
+    return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
+
+
+def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,
+                   measure_default: bool = True, settings: MeasureSettings | None = None) -> KernelChoice:
+    """Measure the default and the `selected` candidates (indices into found.candidates; None: every one
+    that replayed) and choose. Candidates that replayed but were not selected are kept as not-measured rows.
+    Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
+    kernel = found.kernel
+    t0 = time.perf_counter()
+    choice = KernelChoice(kernel, match=found.match, replay_s=found.replay_s)
+    picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
+    mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
+    results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
+    choice.build_s = sum(r.build_s for r in results)
+    choice.run_s = sum(r.run_s for r in results)
+    default = results.pop(0) if measure_default else None
+    choice.default_s = default.median if default is not None and default.ok else None
+    choice.rows.append(candidate_row(kernel, None, default, measured=measure_default))
+    by_index = dict(zip(picked, results))
+    for i, c in enumerate(found.candidates):
+        choice.rows.append(candidate_row(kernel, c, by_index.get(i), measured=i in by_index or c.status != OK))
+    tally(choice)
+    best = best_row(choice)
+    if best is not None:
+        c = found.candidates[next(i for i, r in enumerate(choice.rows) if r is best) - 1]
+        # replayed in a worker: the schedule is rebuilt here from its trace (it replayed there, so it will here)
+        sch = c.replayed.sch if c.replayed.sch is not None else apply_replayed(c.replayed.trace_json, kernel.mod,
+                                                                               target).sch
+        set_chosen(choice, best, sch)
+    choice.wall_s = found.replay_s + time.perf_counter() - t0
+    choice.rows[0] = replace(choice.rows[0], seconds=choice.seconds())
+    return choice
+
+
+def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
+                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True) -> KernelChoice:
+    """Exhaustive replay of one kernel: replay, check and measure every candidate; choose the fastest,
+    default included."""
+    found = find_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback)
+    return measure_kernel(found, measurer, target)

@@ -1,0 +1,113 @@
+"""What every model-level run shares: open the model and the bank, check a resumed run's settings, write
+the database, time the compiled model, and total the kernels' figures for the report."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..bank import BankError
+from ..candidates import BankIndex
+from ..fileio import atomic_write_json, read_json
+from ..kernels import Kernel, extract_kernels
+from ..measure import Measurer
+from ..model_import import ImportedModel, import_model
+from ..rows import ANCHOR, CLASS
+from ..target import TargetSpec
+from .choice import KernelChoice
+from .database import write_database
+
+
+@dataclass
+class ModelRun:
+    """A model opened for transfer: its kernels, the bank index, and the bank models left out."""
+
+    spec: str
+    target: TargetSpec
+    tvm_target: object
+    model: ImportedModel
+    kernels: list[Kernel]
+    index: BankIndex
+    exclude: tuple[str, ...]
+    import_s: float
+
+
+def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = ()) -> ModelRun:
+    """Import the model, extract its kernels and read the bank; the model's own records are never donors."""
+    from ..tvm_setup import load_tensor_intrinsics
+    load_tensor_intrinsics()
+    tt = target.tvm()
+    t0 = time.perf_counter()
+    model = import_model(spec, tt)
+    kernels = extract_kernels(model, tt)
+    index = BankIndex(bank_dir)
+    if not index.models:
+        raise BankError(f"the bank at {bank_dir} holds no model")
+    exclude = tuple(sorted(set(exclude_models) | {model.name}))
+    for w in index.warnings(target.key):
+        print(w, file=sys.stderr)
+    return ModelRun(spec, target, tt, model, kernels, index, exclude, time.perf_counter() - t0)
+
+
+def check_run(path: Path, run: dict) -> None:
+    """A resumed run must have the settings of the run it continues; a fresh folder records them."""
+    if path.exists():
+        previous = read_json(path, hint="remove the folder or use another --out", error=BankError)
+        if not isinstance(previous, dict):
+            raise BankError(f"corrupt {path}: not a JSON object; remove the folder or use another --out")
+        diff = sorted(k for k in run if previous.get(k) != run[k])
+        if diff:
+            raise BankError(f"{path.parent} holds a run with other settings ({', '.join(diff)}); "
+                            f"use another --out or remove that folder")
+    else:
+        atomic_write_json(str(path), run)
+
+
+@dataclass
+class ModelTiming:
+    records: int
+    tuned: object  # MeasureResult
+    untuned: object | None
+    compile_s: float
+
+
+def finish(choices: list[KernelChoice], run: ModelRun, measurer: Measurer, out_dir: Path,
+           untuned: bool = True) -> ModelTiming:
+    """Write the database of the chosen schedules, then compile and time the model with it (and without)."""
+    n_records = write_database(choices, run.tvm_target, out_dir / "database")
+    inputs = list(zip(run.model.input_shapes, run.model.input_dtypes))
+    t0 = time.perf_counter()
+    tuned = measurer.measure_model(run.model.mod, inputs, database_dir=str(out_dir / "database"))
+    compile_s = time.perf_counter() - t0
+    plain = measurer.measure_model(run.model.mod, inputs) if untuned else None
+    return ModelTiming(n_records, tuned, plain, compile_s)
+
+
+def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTiming, import_s: float) -> dict:
+    """The report's totals: counts, FLOP coverage, seconds, model latencies. `build_s` sums the parallel
+    build workers (CPU side); `build_wall_s` is the wall time the builds took."""
+    flops = sum(k.total_flops for k in kernels)
+    covered = sum(c.kernel.total_flops for c in choices if c.chosen)
+    transferable = sum(c.kernel.total_flops for c in choices if c.valid)
+    by_class = sum(c.kernel.total_flops for c in choices if c.valid and c.match == CLASS)
+    tuned, untuned = timing.tuned, timing.untuned
+    measured = [(k, r) for k, r in (("tuned", tuned), ("untuned", untuned)) if r is not None]
+    return {
+        "kernels": len(choices), "candidates": sum(c.candidates for c in choices),
+        "valid": sum(c.valid for c in choices), "records_written": timing.records,
+        "flop_coverage_class_only": by_class / flops if flops else 0.0,
+        "flop_coverage_valid": transferable / flops if flops else 0.0,
+        "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
+        "flop_coverage_chosen": covered / flops if flops else 0.0,
+        "import_s": round(import_s, 2),
+        "search_s": round(sum(c.wall_s for c in choices), 2),
+        "replay_s": round(sum(c.replay_s for c in choices), 2),
+        "build_s": round(sum(c.build_s for c in choices), 2),
+        "build_wall_s": round(sum(max(0.0, c.wall_s - c.replay_s - c.run_s) for c in choices), 2),
+        "run_s": round(sum(c.run_s for c in choices), 2),
+        "final_compile_and_time_s": round(timing.compile_s, 2),
+        "model_latency_tuned_s": tuned.median if tuned.ok else None,
+        "model_latency_untuned_s": untuned.median if untuned is not None and untuned.ok else None,
+        "errors": {k: r.error[:300] for k, r in measured if not r.ok},
+    }

@@ -1,0 +1,79 @@
+"""The comparison's bookkeeping without TVM: search time per budget, time-to-match, the table and plot,
+and the budgeted plan's pieces (expected gain, check-only marks)."""
+from __future__ import annotations
+
+import pytest
+
+from recommender.compare import KernelRun, Measured, format_compare, plot_compare, time_to_match
+from recommender.kernels import Kernel
+from recommender.rows import CLASS, CandidateRow
+from recommender.transfer.budgeted import _take, expected_gain
+
+
+def _methods() -> dict:
+    return {
+        "lgbm-k1": {"kind": "lgbm", "budget": 1, "latency_s": 0.010, "search_s": 100.0, "measurements": 20},
+        "lgbm-k3": {"kind": "lgbm", "budget": 3, "latency_s": 0.008, "search_s": 200.0, "measurements": 60},
+        "random-k1": {"kind": "random", "budget": 1, "latency_s": 0.020, "search_s": 100.0, "measurements": 20},
+        "exhaustive": {"kind": "exhaustive", "latency_s": 0.0078, "search_s": 1000.0, "measurements": 900},
+        "untuned": {"kind": "untuned", "latency_s": 1.0, "search_s": 0.0},
+        "reference": {"kind": "reference", "latency_s": 0.006, "search_s": 36000.0},
+        "pytorch": {"kind": "pytorch", "latency_s": 0.012, "search_s": 0.0},
+        "metaschedule": {"kind": "scratch", "latency_s": 0.009, "search_s": 1500.0, "curve": [
+            {"search_s": 500.0, "trials": 100, "latency_s": 0.5},
+            {"search_s": 1000.0, "trials": 300, "latency_s": 0.015},
+            {"search_s": 1500.0, "trials": 700, "latency_s": 0.009}]},
+    }
+
+
+def test_time_to_match_divides_the_first_matching_checkpoint_and_censors_the_rest():
+    ttm = time_to_match(_methods())
+    assert ttm["random-k1"] == {"ratio": 10.0, "censored": False, "scratch_s": 1000.0}  # 0.015 <= 0.020
+    assert ttm["lgbm-k1"] == {"ratio": 15.0, "censored": False, "scratch_s": 1500.0}
+    assert ttm["lgbm-k3"] == {"ratio": 7.5, "censored": True, "scratch_s": 1500.0}  # never reached 8 ms
+    assert ttm["exhaustive"]["censored"] and "untuned" not in ttm and "pytorch" not in ttm
+    assert time_to_match({k: v for k, v in _methods().items() if k != "metaschedule"}) == {}
+
+
+def test_table_gives_quality_against_exhaustive_and_reference(tmp_path):
+    data = {"model": "m", "target_key": "llvm-x-2c", "threads": 2, "date": "2026-11-30", "methods": _methods()}
+    data["time_to_match"] = time_to_match(data["methods"])
+    md = format_compare(data)
+    assert "llvm-x-2c (2 threads)" in md
+    line = next(ln for ln in md.splitlines() if ln.startswith("| lgbm-k3 "))
+    assert "| 8.00 | 0.975 | 0.750 | 200.0 | 60 | > 7.5x |" in line
+    plot_compare(data, tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+
+
+class _R:
+    def __init__(self, s: float) -> None:
+        self.median, self.ok = s, True
+
+
+def test_the_first_k_measurements_and_the_time_their_steps_took():
+    run = KernelRun(found=None)
+    run.steps["lgbm"] = [([Measured(4, _R(1.0))], 2.0), ([Measured(0, _R(0.5))], 3.0),
+                         ([Measured(2, _R(0.7)), Measured(1, _R(0.9))], 4.0)]
+    assert [m.index for m in run.first("lgbm", 1)[0]] == [4] and run.first("lgbm", 1)[1] == 2.0
+    assert [m.index for m in run.first("lgbm", 2)[0]] == [4, 0] and run.first("lgbm", 2)[1] == 5.0
+    assert [m.index for m in run.first("lgbm", 5)[0]] == [4, 0, 2, 1] and run.first("lgbm", 5)[1] == 9.0
+    assert run.first("random", 3) == ([], 0.0)
+
+
+def test_a_kernel_without_measurements_checks_its_top1_only():
+    assert _take([3, 1, 2], 2) == [3, 1]
+    assert _take([3, 1, 2], 0) == [-4]  # check-only mark of candidate 3
+    assert _take([], 0) == [] and _take([], 2) == []
+
+
+def _row(src_lat: float, kernel: str = "s") -> CandidateRow:
+    return CandidateRow("m", "t", "conv2d/s4r3:@conv", CLASS, "ok", source_model="b", source_kernel=kernel,
+                        source_latency_s=src_lat)
+
+
+def test_expected_gain_scales_source_latency_by_flops_and_weight():
+    k = Kernel(name="t", mod=None, class_key="conv2d/s4r3:@conv", weight=3, flops=2e9, args=())
+    gain = expected_gain(k, [_row(0.01), _row(0.03), _row(0.02)], {("b", "s"): 1e9})
+    assert gain == pytest.approx(3 * 0.02 * 2)  # weight x median(source latency x FLOP ratio)
+    assert expected_gain(k, [_row(0.01, kernel="unknown")], {}) == pytest.approx(3 * 2e9 / 1e9)

@@ -1,0 +1,165 @@
+"""Budgeted transfer end to end on real TVM: a small bank, a new model exported to ONNX in the test, the
+shipped ranker choosing what to measure, and the output database applied by stock TVM."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recommender.bank_tune import tune_model
+from recommender.measure import MeasureSettings
+from recommender.rows import NOT_MEASURED, OK
+from recommender.transfer_data import read_rows
+
+from .cli_helpers import ROOT
+from .conftest import save_pt2, small_cnn
+
+pytestmark = pytest.mark.slow
+SHIPPED = ROOT / "models" / "llvm-znver3-2c"
+
+
+@pytest.fixture(scope="module")
+def bank_and_onnx(target, tmp_path_factory):
+    """A bank with every kernel of one small CNN (3 trials each, so kernels have several records) and a
+    wider CNN exported to ONNX (batch norm folded into conv + add by the exporter: other classes)."""
+    import torch
+    d = tmp_path_factory.mktemp("transfer")
+    tune_model(save_pt2(d / "donor.pt2", 8, 32), target, d / "bank", trials_per_task=3, min_share=0.0,
+               settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=3)
+    model, args = small_cnn(width=16, size=24, seed=1)
+    path = str(d / "wide.onnx")
+    torch.onnx.export(model, args, path, dynamo=False, input_names=["x"])
+    return d / "bank", path
+
+
+def _transfer(bank, onnx_path, out, *budget: str, selector: str = "lgbm") -> int:
+    from recommender.cli import main
+    return main(["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(SHIPPED),
+                 "--selector", selector, *budget, "--repeat", "3", "--out", str(out)])
+
+
+def _records(db_dir) -> list:
+    from tvm.s_tir import meta_schedule as ms
+    return ms.database.JSONDatabase(work_dir=str(db_dir)).get_all_tuning_records()
+
+
+def test_top1_per_kernel_measures_one_candidate_and_writes_the_fastest_measured_trace(bank_and_onnx, tmp_path,
+                                                                                       capsys):
+    import tvm
+    bank, onnx_path = bank_and_onnx
+    out = tmp_path / "k1"
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1") == 0
+    assert "measurements" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    t = report["totals"]
+    with_cands = [k for k in report["kernels"] if k["candidates"]]
+    assert with_cands and t["measurements"] == len(with_cands) < t["replayed_candidates"]
+    assert all(k["measured"] == 1 and k["default_s"] > 0 for k in with_cands)
+    assert t["search_s"] >= t["replay_s"] + t["run_s"] and t["featurize_s"] > 0 and t["predict_s"] > 0
+    assert (out / "report.md").read_text().startswith("# Budgeted transfer")
+    rows = read_rows(out / "candidates.jsonl.gz")
+    assert sum(r.status == NOT_MEASURED for r in rows) == t["replayed_candidates"] - t["measurements"]
+    # every record is the trace of its kernel's fastest valid measured candidate, and beats the default
+    by_kernel: dict[str, list] = {}
+    for r in rows:
+        by_kernel.setdefault(r.target_kernel, []).append(r)
+    best = {}
+    for name, rs in by_kernel.items():
+        default = next(r for r in rs if r.is_default)
+        ok = [r for r in rs if not r.is_default and r.status == OK and r.latency_s]
+        fastest = min(ok, key=lambda r: r.latency_s, default=None)
+        if fastest is not None and fastest.latency_s < default.latency_s:
+            best[json.dumps(fastest.trace, sort_keys=True)] = name
+    records = _records(out / "database")
+    assert len(records) == t["records_written"] == len(best) >= 1
+    written = {json.dumps(tvm.ir.load_json(tvm.ir.save_json(r.trace)).as_json(), sort_keys=True) for r in records}
+    assert written == set(best)
+
+
+def test_a_rerun_resumes_and_measures_nothing(bank_and_onnx, tmp_path, monkeypatch):
+    import recommender.transfer.budgeted as budgeted
+    bank, onnx_path = bank_and_onnx
+    out = tmp_path / "resume"
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "2", selector="heuristic") == 0
+    first = json.loads((out / "report.json").read_text())
+    rows_before = (out / "candidates.jsonl.gz").read_bytes()
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("a finished kernel was measured again")
+
+    monkeypatch.setattr(budgeted, "_measure", no_measuring)
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "2", selector="heuristic") == 0
+    again = json.loads((out / "report.json").read_text())
+    assert (out / "candidates.jsonl.gz").read_bytes() == rows_before
+    assert [k["chosen"] for k in again["kernels"]] == [k["chosen"] for k in first["kernels"]]
+    assert again["totals"]["measurements"] == first["totals"]["measurements"]
+    # another budget in the same folder is refused, with the setting named
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1", selector="heuristic") == 2
+
+
+def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_and_onnx, tmp_path):
+    bank, onnx_path = bank_and_onnx
+    out0 = tmp_path / "b0"
+    assert _transfer(bank, onnx_path, out0, "--budget", "0") == 0
+    t0 = json.loads((out0 / "report.json").read_text())["totals"]
+    kernels0 = json.loads((out0 / "report.json").read_text())["kernels"]
+    assert t0["measurements"] == 0 and t0["defaults_measured"] == 0
+    assert t0["checked_only"] == sum(1 for k in kernels0 if k["candidates"]) >= 1
+    assert t0["records_written"] >= 1 and t0["model_latency_tuned_s"] < t0["model_latency_untuned_s"]
+    out2 = tmp_path / "b2"
+    assert _transfer(bank, onnx_path, out2, "--budget", "2") == 0
+    report = json.loads((out2 / "report.json").read_text())
+    assert report["totals"]["measurements"] == 2
+    assert sum(k["measured"] for k in report["kernels"] if not k["checked_only"]) == 2
+    assert report["totals"]["checked_only"] == t0["checked_only"] - 2
+
+
+def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx, tmp_path, target):
+    """The user imports the ONNX file with TVM's frontend and applies the database with
+    relax.transform.MetaScheduleApplyDatabase: the records apply, the output is right, the latency matches."""
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    from tvm.s_tir import meta_schedule as ms
+    bank, onnx_path = bank_and_onnx
+    out = tmp_path / "db"
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "2") == 0
+    report = json.loads((out / "report.json").read_text())
+    tt = tvm.target.Target(target.config)
+    mod = from_onnx(onnx.load(onnx_path), keep_params_in_input=False)
+    with tt:
+        mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                        relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")])(mod)
+    plain = mod
+    with tt, ms.database.JSONDatabase(work_dir=str(out / "database"), allow_missing=False):
+        tuned = relax.transform.MetaScheduleApplyDatabase()(mod)
+    scheduled = [g for g, f in tuned.functions.items()
+                 if isinstance(f, tvm.tir.PrimFunc) and f.attrs and f.attrs.get("tir.is_scheduled")]
+    assert len(scheduled) >= report["totals"]["records_written"] >= 1
+    dev = tvm.cpu()
+    x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype("float32"), dev)
+    outs, times = [], []
+    for m in (tuned, plain):
+        vm = relax.VirtualMachine(tvm.compile(m, target=tt), dev)
+        outs.append(vm["main"](x).numpy())
+        times.append(float(np.median(vm.time_evaluator("main", dev, number=1, repeat=7, min_repeat_ms=5)(x).results)))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+    ours = report["totals"]["model_latency_tuned_s"]
+    assert 0.5 < times[0] / ours < 2.0, (times[0], ours)
+    assert times[0] < times[1]
+
+
+def test_bad_budgets_and_recommenders_get_one_line_errors(bank_and_onnx, tmp_path, capsys):
+    from recommender.cli import main
+    bank, onnx_path = bank_and_onnx
+    with pytest.raises(SystemExit) as e:
+        main(["transfer", "--model", onnx_path, "--budget", "2", "--budget-per-kernel", "1"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["transfer", "--model", onnx_path, "--budget", "-1"])
+    assert e.value.code == 2 and "0 or more" in capsys.readouterr().err
+    assert main(["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(tmp_path),
+                 "--budget", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "no trained lgbm ranker" in capsys.readouterr().err
