@@ -526,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "now, or skipped (auto: shipped if there is one)")
     cp.add_argument("--scratch-cap-s", type=float, default=None,
                     help="MetaSchedule from scratch: stop after this many tuning seconds (0 skips it; default: "
-                         "--scratch-factor x the search time of the largest lgbm budget)")
+                         "--scratch-factor x the search time of lgbm at k=3)")
     cp.add_argument("--scratch-factor", type=float, default=10.0, help="see --scratch-cap-s (10)")
     cp.add_argument("--no-baselines", action="store_true", help="skip PyTorch and ONNX Runtime")
     cp.add_argument("--out", metavar="DIR", help="output folder (default: out/compare/<model>)")

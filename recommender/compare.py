@@ -113,7 +113,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
     here, take its recorded search time), "measure" (measure every remaining candidate now), "auto" (shipped
     if there is one), "skip". MetaSchedule from scratch runs until it matches the best budgeted latency or
-    spends `scratch_cap_s` (default: `scratch_factor` x the search time of the largest lgbm budget); 0 skips it.
+    spends `scratch_cap_s` (default: `scratch_factor` x the search time of lgbm at k=3); 0 skips it.
     """
     from .recommend import load_selector
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -177,9 +177,10 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
         cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0)
         _reference(cmp, mr, measurer, out_dir)
         best_budgeted = [m for m in cmp.data["methods"].values() if m.get("kind") == "lgbm" and m.get("latency_s")]
-        if scratch_cap_s is None:
-            largest = max(best_budgeted, key=lambda m: m["budget"], default=None)
-            scratch_cap_s = scratch_factor * largest["search_s"] if largest else 0.0
+        if scratch_cap_s is None:  # enough to tell whether it needs `scratch_factor` x our time at k=3
+            at = next((m for m in best_budgeted if m["budget"] == 3), None) or max(
+                best_budgeted, key=lambda m: m["budget"], default=None)
+            scratch_cap_s = scratch_factor * at["search_s"] if at else 0.0
         if scratch_cap_s > 0:
             from .scratch import tune_from_scratch
             goal = min((m["latency_s"] for m in best_budgeted), default=None)
