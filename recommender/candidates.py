@@ -101,10 +101,18 @@ class BankIndex:
                 self.by_anchor[anchor_key(key)].extend(sources)
 
     def warnings(self, target_key: str) -> list[str]:
-        """One line per bank model measured on another target."""
-        return [f"warning: bank model {m} was measured on {k}, not {target_key}: its schedules still replay, "
-                f"but their ranking by latency may not carry over" for m, k in self.target_keys.items()
-                if k != target_key]
+        """At most one line: which bank models were measured on another target than `target_key`."""
+        other: dict[str, list[str]] = defaultdict(list)
+        for m, k in self.target_keys.items():
+            if k != target_key:
+                other[k].append(m)
+        if not other:
+            return []
+        where = "; ".join(f"{', '.join(ms)} on {k}" for k, ms in sorted(other.items()))
+        n = sum(len(ms) for ms in other.values())
+        return [f"note: {n} bank model{'s were' if n > 1 else ' was'} measured on another CPU than {target_key} "
+                f"({where}): their schedules replay and are checked here, but their ranking by latency may not "
+                f"carry over"]
 
     def sources_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
                     cap: int | None = None, match: str = CLASS) -> list[SourceSchedule]:

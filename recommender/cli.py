@@ -114,10 +114,37 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _bank_dir(args: argparse.Namespace, target_key: str, kind: str = "bank"):
+    """--bank, else this target's own folder (where tuning writes, and what matrix/info read)."""
     from pathlib import Path
 
     from .bank import repo_models_dir
     return Path(args.bank) if args.bank else repo_models_dir() / target_key / kind
+
+
+def _donor_dirs(args: argparse.Namespace, target_key: str, recommender: bool = True):
+    """(bank, recommender folder or None) for a run that reads them: --bank / --recommender, else this
+    target's own folder, else the nearest target's, named in one line."""
+    from pathlib import Path
+
+    from .bank import repo_models_dir
+    from .target_dirs import resolve
+    notes = []
+    if args.bank:
+        bank = Path(args.bank)
+    else:
+        folder, note = resolve(repo_models_dir(), target_key, "bank")
+        bank = folder / "bank"
+        notes.append(note)
+    rec = None
+    if recommender and args.recommender:
+        rec = Path(args.recommender)
+    elif recommender:
+        rec, note = resolve(repo_models_dir(), target_key, "rankers")
+        if rec / "bank" != bank:
+            notes.append(note)
+    for note in filter(None, notes):
+        print(note, file=sys.stderr)
+    return bank, rec
 
 
 def cmd_bank_tune(args: argparse.Namespace) -> int:
@@ -189,9 +216,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .target import parse_target
     from .transfer import exhaustive_replay
     target = parse_target(args.target)
-    bank_dir = _bank_dir(args, target.key)
     if args.all_pairs:
-        return _replay_all_pairs(args, target, bank_dir)
+        return _replay_all_pairs(args, target, _bank_dir(args, target.key))
+    bank_dir, _ = _donor_dirs(args, target.key, recommender=False)
     if not args.model:
         raise SchedrecError("give --model MODEL, or --all-pairs for the transfer matrix of the bank")
     out_dir = Path(args.out) if args.out else Path("out") / "replay" / model_name_from_spec(args.model)
@@ -273,8 +300,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     from .target import parse_target
     from .transfer.budgeted import budgeted_transfer
     target = parse_target(args.target)
-    bank_dir = _bank_dir(args, target.key)
-    rec_dir = Path(args.recommender) if args.recommender else repo_models_dir() / target.key
+    bank_dir, rec_dir = _donor_dirs(args, target.key)
     selector = load_selector(args.selector, rec_dir, bank_dir, seed=args.seed)
     name = model_name_from_spec(args.model)
     budget_tag = f"k{args.budget_per_kernel}" if args.budget_per_kernel is not None else f"b{args.budget}"
@@ -296,12 +322,12 @@ def cmd_transfer(args: argparse.Namespace) -> int:
           f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
           f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
           f"(+{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
-    shipped = repo_models_dir() / target.key / "heldout" / report["model"] / "report.json"
+    shipped = rec_dir / "heldout" / report["model"] / "report.json"
     if shipped.exists() and tuned:
         import json
         ex = json.loads(shipped.read_text())["totals"]
         if ex.get("model_latency_tuned_s"):
-            print(f"exhaustive replay of this model (shipped run, {ex['valid']} candidates measured): "
+            print(f"exhaustive replay of this model (shipped run on {rec_dir.name}, {ex['valid']} candidates measured): "
                   f"{ex['model_latency_tuned_s'] * 1e3:.2f} ms after {ex['search_s']:.0f} s of search; "
                   f"this run: {t['search_s'] / ex['search_s']:.0%} of that search time")
     if args.baselines and tuned:
@@ -332,8 +358,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .model_import import model_name_from_spec
     from .target import parse_target
     target = parse_target(args.target)
-    bank_dir = _bank_dir(args, target.key)
-    rec_dir = Path(args.recommender) if args.recommender else repo_models_dir() / target.key
+    bank_dir, rec_dir = _donor_dirs(args, target.key)
     out_dir = Path(args.out) if args.out else Path("out") / "compare" / model_name_from_spec(args.model)
     selectors = tuple(s.strip() for s in args.selectors.split(",") if s.strip())
     bad = [s for s in selectors if s not in ("lgbm", "tlp", "heuristic", "random")]

@@ -172,10 +172,10 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                         rank_s=round(rank_s[sel_name], 3), measure_s=round(wall, 2), **common,
                         measurements=sum(len(runs[kern.name].first(sel_name, k)[0]) for kern in mr.kernels))
                 log(f"{sel_name} k={k}: {lat * 1e3 if lat else float('nan'):.2f} ms, search {search:.0f} s")
-        _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, log)
+        _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, recommender_dir, log)
         untuned = measurer.measure_model(mr.model.mod, _inputs(mr), settings=UNTUNED_TIMING)
         cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0)
-        _reference(cmp, mr, measurer, out_dir)
+        _reference(cmp, mr, measurer, recommender_dir)
         best_budgeted = [m for m in cmp.data["methods"].values() if m.get("kind") == "lgbm" and m.get("latency_s")]
         if scratch_cap_s is None:  # enough to tell whether it needs `scratch_factor` x our time at k=3
             at = next((m for m in best_budgeted if m["budget"] == 3), None) or max(
@@ -209,11 +209,10 @@ def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db
 
 
 def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelRun], measurer: Measurer,
-                out_dir: Path, log) -> None:
+                out_dir: Path, target_dir: Path, log) -> None:
     from .transfer.choice import choice_from_rows
     from .transfer_data import read_rows
-    from .bank import repo_models_dir
-    shipped = repo_models_dir() / mr.target.key / "heldout" / mr.model.name
+    shipped = target_dir / "heldout" / mr.model.name
     if how == "skip":
         return
     if how in ("auto", "shipped") and (shipped / "candidates.jsonl.gz").exists():
@@ -240,12 +239,11 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
             measurements=sum(c.valid for c in choices), source="measured in this run")
 
 
-def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path) -> None:
+def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, target_dir: Path) -> None:
     """The long-tuning reference of this model (models/<key>/reference/<model>), if there is one."""
     import tempfile
 
-    from .bank import repo_models_dir
-    ref_dir = repo_models_dir() / mr.target.key / "reference"
+    ref_dir = target_dir / "reference"
     folder = next((f for f in bank_models(ref_dir) if f.name == mr.model.name), None) if ref_dir.is_dir() else None
     if folder is None:
         return

@@ -14,6 +14,8 @@ from recommender.bank_tune import tune_model
 from recommender.cli import main
 from recommender.measure import MeasureSettings
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 FAST = MeasureSettings(repeat=3, min_repeat_ms=1)
 
 

@@ -6,6 +6,8 @@ import pytest
 from recommender.baselines import median, time_onnxruntime, time_pytorch
 from tests.conftest import small_cnn
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 
 def test_pytorch_and_onnxruntime_time_the_same_model():
     pytest.importorskip("onnxruntime")

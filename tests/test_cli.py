@@ -4,9 +4,13 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from recommender.cli import main
 
 from .cli_helpers import run_cli, single_op_onnx
+
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
 
 
 def test_help_lists_commands():

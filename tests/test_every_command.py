@@ -14,6 +14,8 @@ from recommender.cli import main
 
 from .cli_helpers import assert_one_line_error, run_cli, single_op_onnx, without_root_file_access
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 
 @pytest.fixture(scope="module")
 def bad_models(tmp_path_factory) -> dict[str, tuple[str, str]]:

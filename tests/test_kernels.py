@@ -1,6 +1,7 @@
 """Model import (zoo, ONNX, torch.export) and kernel extraction, with real TVM on small models."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from featurize.tir_structure import class_label, kernel_kind
@@ -8,6 +9,8 @@ from recommender.kernels import extract_kernels, flop_shares
 from recommender.model_import import import_model
 
 from .conftest import small_cnn
+
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
 
 
 def _kernels(spec, target):

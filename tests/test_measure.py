@@ -10,6 +10,8 @@ from recommender.measure.measurer import (BUILD_ERROR, CRASH, OK, RUNTIME_ERROR,
 
 from .kernels_tir import add1024, add1024_wrong, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 
 @pytest.fixture(scope="module")
 def measurer(target):

@@ -21,6 +21,8 @@ from recommender.transfer_data import read_rows
 
 from .cli_helpers import assert_one_line_error, run_cli, without_root_file_access
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 
 def _one_line_error(out: subprocess.CompletedProcess, message: str) -> None:
     assert_one_line_error(out.returncode, out.stderr, message)

@@ -13,6 +13,8 @@ from recommender.measure.measurer import OK
 
 from .kernels_tir import add1024, as_mod, matmul64
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 KEY = "schedrec-loopback"
 
 

@@ -14,6 +14,14 @@ def test_native_target_is_the_host_cpu():
     assert codegen.llvm_is_valid_cpu(t.config["mcpu"], "")
     assert t.key == f"llvm-{t.config['mcpu']}-{t.config['num-cores']}c"
     assert str(t.tvm().kind) == "llvm"
+    # checked against what the kernel says of the CPU, not against the function that produced it
+    info = open("/proc/cpuinfo").read() if __import__("os").path.exists("/proc/cpuinfo") else ""
+    family = next((int(ln.split(":")[1]) for ln in info.splitlines() if ln.startswith("cpu family")), None)
+    if "AuthenticAMD" in info and family in ZEN_FAMILIES:
+        assert t.config["mcpu"] in ZEN_FAMILIES[family]
+
+
+ZEN_FAMILIES = {23: ("znver1", "znver2"), 25: ("znver3", "znver4"), 26: ("znver5",)}  # AMD family 17h, 19h, 1Ah
 
 
 def test_json_string_and_file(tmp_path):
@@ -38,3 +46,49 @@ def test_key_names_cross_compile_triple():
 def test_bad_targets(spec, message):
     with pytest.raises(TargetError, match=message):
         parse_target(spec)
+
+
+def test_avx512_cpus_get_the_no_gather_target_and_others_do_not():
+    from recommender.target import NO_GATHER, TargetSpec, native_config
+    zen5 = native_config("znver5", 2, {"avx2", "fma", "avx512f", "avx512bw"})
+    assert zen5["mattr"] == NO_GATHER == ["+prefer-no-gather", "+prefer-no-scatter"]
+    assert "mattr" not in native_config("znver3", 2, {"avx2", "fma"})
+    t = TargetSpec(zen5)
+    assert t.key == "llvm-znver5-2c"  # same folder: the attributes are how this CPU is compiled for
+    assert list(t.tvm().attrs["mattr"]) == NO_GATHER  # TVM accepts them
+
+
+def test_native_target_reads_the_cpu_flags_of_this_host():
+    from recommender.target import host_cpu_flags, native_target
+    flags = host_cpu_flags()
+    assert ("mattr" in native_target().config) == ("avx512f" in flags)
+    if flags:  # x86-64 Linux
+        assert "sse2" in flags
+
+
+def _target_folders(root, *keys, need="bank"):
+    for k in keys:
+        (root / k / need).mkdir(parents=True)
+    return root
+
+
+@pytest.mark.parametrize("here, have, expected", [
+    ("llvm-znver5-2c", ["llvm-znver3-2c", "llvm-skylake-avx512-2c"], "llvm-skylake-avx512-2c"),  # width first
+    ("llvm-znver5-2c", ["llvm-znver3-2c", "llvm-haswell-2c"], "llvm-znver3-2c"),  # then the vendor line
+    ("llvm-znver4-8c", ["llvm-znver5-2c", "llvm-znver4-2c"], "llvm-znver4-2c"),  # then the generation
+    ("llvm-znver3-16c", ["llvm-znver3-2c", "llvm-znver3-8c"], "llvm-znver3-8c"),  # then the cores
+])
+def test_the_nearest_target_folder_serves_a_cpu_without_its_own(tmp_path, here, have, expected):
+    from recommender.target_dirs import resolve
+    folder, note = resolve(_target_folders(tmp_path, *have), here, "bank")
+    assert folder == tmp_path / expected
+    assert note.startswith(f"note: no bank for this CPU ({here}); using the nearest, {expected}") and "\n" not in note
+
+
+def test_a_cpu_with_its_own_folder_uses_it_and_none_at_all_is_a_clear_error(tmp_path):
+    from recommender.errors import SchedrecError
+    from recommender.target_dirs import resolve
+    _target_folders(tmp_path, "llvm-znver3-2c", "llvm-znver5-2c")
+    assert resolve(tmp_path, "llvm-znver5-2c") == (tmp_path / "llvm-znver5-2c", None)
+    with pytest.raises(SchedrecError, match="no rankers for llvm-znver5-2c, and no other target has one"):
+        resolve(tmp_path, "llvm-znver5-2c", "rankers")

@@ -14,6 +14,8 @@ from recommender.transfer_data import read_rows
 
 from .conftest import save_pt2
 
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
 
 def _dict_rows(path):
     """The file's rows as their JSON objects (what is on disk, traces included)."""
