@@ -107,7 +107,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             budgets: tuple[int, ...] = (1, 2, 3, 5), selectors: tuple[str, ...] = ("lgbm", "random"),
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
-            settings: MeasureSettings | None = None, baselines: bool = True, log=None) -> dict:
+            scratch_first_trials: int = 8, settings: MeasureSettings | None = None, baselines: bool = True,
+            log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
     exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
@@ -184,7 +185,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
         if scratch_cap_s > 0:
             from .scratch import tune_from_scratch
             goal = min((m["latency_s"] for m in best_budgeted), default=None)
-            curve = tune_from_scratch(mr, measurer, out_dir / "scratch", scratch_cap_s, goal, log)
+            curve = tune_from_scratch(mr, measurer, out_dir / "scratch", scratch_cap_s, goal, log,
+                                      first_trials_per_task=scratch_first_trials)
             cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
                     latency_s=curve[-1]["latency_s"] if curve else None,
                     search_s=curve[-1]["search_s"] if curve else None)

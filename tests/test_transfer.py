@@ -164,3 +164,26 @@ def test_bad_budgets_and_recommenders_get_one_line_errors(bank_and_onnx, tmp_pat
     assert main(["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(tmp_path),
                  "--budget", "1", "--out", str(tmp_path / "x")]) == 2
     assert "no trained lgbm ranker" in capsys.readouterr().err
+
+
+def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tmp_path, target):
+    from recommender.compare import compare
+    bank, onnx_path = bank_and_onnx
+    out = tmp_path / "cmp"
+    data = compare(onnx_path, target, bank, SHIPPED, out, budgets=(1, 2), exhaustive="measure",
+                   scratch_cap_s=1.0, scratch_first_trials=1, settings=MeasureSettings(repeat=3, min_repeat_ms=1))
+    m = data["methods"]
+    assert {"lgbm-k1", "lgbm-k2", "random-k1", "random-k2", "exhaustive", "untuned", "metaschedule",
+            "onnxruntime"} <= set(m)
+    assert json.loads((out / "compare.json").read_text())["methods"].keys() == m.keys()
+    k1 = m["lgbm-k1"]["measurements"]  # one per kernel with a candidate
+    assert 1 <= k1 < m["lgbm-k2"]["measurements"] <= 2 * k1 and m["exhaustive"]["measurements"] >= k1
+    for sel in ("lgbm", "random"):  # budget 2 spends what budget 1 did and more
+        assert m[f"{sel}-k2"]["search_s"] > m[f"{sel}-k1"]["search_s"] > m[f"{sel}-k1"]["replay_s"]
+    for name in ("lgbm-k1", "lgbm-k2", "random-k2", "exhaustive"):
+        assert 0 < m[name]["latency_s"] < m["untuned"]["latency_s"], name
+    curve = m["metaschedule"]["curve"]
+    assert len(curve) == 1 and curve[0]["trials"] >= 1  # the cap stops it after its first round
+    assert set(data["time_to_match"]) >= {"lgbm-k1", "exhaustive"}
+    assert (out / "compare.md").read_text().count("\n| ") >= len(m)
+    assert (out / "compare.png").stat().st_size > 10_000
