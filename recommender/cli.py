@@ -368,7 +368,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     data = compare(args.model, target, bank_dir, rec_dir, out_dir, budgets=args.budgets, selectors=selectors,
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
-                   baselines=not args.no_baselines)
+                   refine_s=args.refine_s, baselines=not args.no_baselines)
     from .compare import format_compare
     print(format_compare(data))
     print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
@@ -553,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="MetaSchedule from scratch: stop after this many tuning seconds (0 skips it; default: "
                          "--scratch-factor x the search time of lgbm at k=3)")
     cp.add_argument("--scratch-factor", type=float, default=10.0, help="see --scratch-cap-s (10)")
+    cp.add_argument("--refine-s", type=float, default=0.0,
+                    help="transfer + refine: seed MetaSchedule with lgbm k=3's schedules and tune this many "
+                         "seconds more (0: skip)")
     cp.add_argument("--no-baselines", action="store_true", help="skip PyTorch and ONNX Runtime")
     cp.add_argument("--out", metavar="DIR", help="output folder (default: out/compare/<model>)")
     cp.set_defaults(func=cmd_compare)

@@ -107,8 +107,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             budgets: tuple[int, ...] = (1, 2, 3, 5), selectors: tuple[str, ...] = ("lgbm", "random"),
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
-            scratch_first_trials: int = 8, settings: MeasureSettings | None = None, baselines: bool = True,
-            log=None) -> dict:
+            scratch_first_trials: int = 8, refine_s: float = 0.0, settings: MeasureSettings | None = None,
+            baselines: bool = True, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
     exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
@@ -190,6 +190,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
                     latency_s=curve[-1]["latency_s"] if curve else None,
                     search_s=curve[-1]["search_s"] if curve else None)
+        if refine_s > 0 and "lgbm-k3" in cmp.data["methods"]:
+            _refine(cmp, mr, measurer, out_dir, refine_s, log)
     if baselines:
         _baselines(cmp, mr, log)
     data = cmp.data
@@ -198,6 +200,23 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     atomic_write_text(str(out_dir / "compare.md"), format_compare(data))
     plot_compare(data, out_dir / "compare.png")
     return data
+
+
+def _refine(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path, refine_s: float, log) -> None:
+    """Transfer + refine: MetaSchedule's search seeded with lgbm k=3's schedules for `refine_s` more seconds;
+    beside it, what MetaSchedule from scratch had reached at the same total time (if it ran that long)."""
+    from .scratch import tune_from_scratch
+    base = cmp.data["methods"]["lgbm-k3"]
+    curve = tune_from_scratch(mr, measurer, out_dir / "refine", refine_s, None, log, first_trials_per_task=4,
+                              seed_db=out_dir / "db" / "lgbm-k3")
+    if not curve:
+        return
+    total = base["search_s"] + curve[-1]["search_s"]
+    scratch = (cmp.data["methods"].get("metaschedule") or {}).get("curve") or []
+    at_same = [p for p in scratch if p["search_s"] <= total and p["latency_s"]]
+    cmp.add("lgbm-k3+refine", kind="refine", latency_s=curve[-1]["latency_s"], search_s=round(total, 1),
+            refine_s=curve[-1]["search_s"], trials=curve[-1]["trials"],
+            scratch_latency_at_same_time_s=at_same[-1]["latency_s"] if at_same else None)
 
 
 def _inputs(mr: ModelRun) -> list:
@@ -314,7 +333,7 @@ def time_to_match(methods: dict) -> dict:
     curve = scratch["curve"]
     out = {}
     for name, m in methods.items():
-        if m.get("kind") not in ("lgbm", "random", "tlp", "heuristic", "exhaustive") or not m.get("latency_s"):
+        if m.get("kind") not in ("lgbm", "random", "tlp", "heuristic", "exhaustive", "refine") or not m.get("latency_s"):
             continue
         hit = next((p for p in curve if p["latency_s"] and p["latency_s"] <= m["latency_s"]), None)
         if hit is not None:
@@ -366,7 +385,7 @@ def plot_compare(data: dict, path: Path) -> None:
     if scratch and scratch.get("curve"):
         c = [p for p in scratch["curve"] if p["latency_s"]]
         ax.plot([p["search_s"] for p in c], [p["latency_s"] * 1e3 for p in c], "x:", label="MetaSchedule from scratch")
-    for name, marker in (("exhaustive", "D"), ("reference", "*")):
+    for name, marker in (("exhaustive", "D"), ("reference", "*"), ("lgbm-k3+refine", "P")):
         m = methods.get(name)
         if m and m.get("latency_s") and m.get("search_s"):
             ax.plot([m["search_s"]], [m["latency_s"] * 1e3], marker, markersize=9, label=name)

@@ -21,14 +21,21 @@ CHECKPOINT_TIMING = MeasureSettings(repeat=5, min_repeat_ms=100)
 
 
 def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: float, goal_s: float | None,
-                      log, first_trials_per_task: int = 8) -> list[dict]:
-    """Checkpoints [{"search_s", "trials", "latency_s"}] of a from-scratch MetaSchedule run (see module doc)."""
+                      log, first_trials_per_task: int = 8, seed_db: Path | None = None) -> list[dict]:
+    """Checkpoints [{"search_s", "trials", "latency_s"}] of a from-scratch MetaSchedule run (see module doc).
+    With `seed_db` (a transfer's output database) the search starts from its records instead: transfer +
+    refine, the chosen schedules seeding the evolutionary search's first population."""
+    import shutil
+
     from tvm.s_tir import meta_schedule as ms
 
     from .bank_tune import _quiet_metaschedule
     from .measure.ms_adapter import MeasurerBuilder, MeasurerRunner
     _quiet_metaschedule()
     work_dir.mkdir(parents=True, exist_ok=True)
+    if seed_db is not None and not (work_dir / "database_tuning_record.json").exists():
+        for name in ("database_workload.json", "database_tuning_record.json"):
+            shutil.copyfile(seed_db / name, work_dir / name)
     curve_path = work_dir / "checkpoints.json"
     saved = read_json(curve_path) if curve_path.exists() else {}
     curve = saved.get("curve", []) if saved.get("cap_s") == cap_s else []

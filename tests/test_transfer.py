@@ -33,10 +33,11 @@ def bank_and_onnx(target, tmp_path_factory):
     return d / "bank", path
 
 
-def _transfer(bank, onnx_path, out, *budget: str, selector: str = "lgbm") -> int:
+def _transfer(bank, onnx_path, out, *budget: str, selector: str = "lgbm", untuned: bool = False) -> int:
     from recommender.cli import main
     return main(["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(SHIPPED),
-                 "--selector", selector, *budget, "--repeat", "3", "--out", str(out)])
+                 "--selector", selector, *budget, "--repeat", "3", "--out", str(out)] +
+                ([] if untuned else ["--no-untuned"]))
 
 
 def _records(db_dir) -> list:
@@ -102,7 +103,7 @@ def test_a_rerun_resumes_and_measures_nothing(bank_and_onnx, tmp_path, monkeypat
 def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_and_onnx, tmp_path):
     bank, onnx_path = bank_and_onnx
     out0 = tmp_path / "b0"
-    assert _transfer(bank, onnx_path, out0, "--budget", "0") == 0
+    assert _transfer(bank, onnx_path, out0, "--budget", "0", untuned=True) == 0
     t0 = json.loads((out0 / "report.json").read_text())["totals"]
     kernels0 = json.loads((out0 / "report.json").read_text())["kernels"]
     assert t0["measurements"] == 0 and t0["defaults_measured"] == 0
