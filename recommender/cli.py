@@ -365,6 +365,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if bad or not selectors:
         raise SchedrecError(f"unknown selector {', '.join(bad) or repr(args.selectors)}; "
                             f"use lgbm, tlp, heuristic or random")
+    if args.finish:
+        from .compare import finish_stopped
+        data = finish_stopped(out_dir, baselines=not args.no_baselines)
+        from .compare import format_compare
+        print(format_compare(data))
+        return 0
     data = compare(args.model, target, bank_dir, rec_dir, out_dir, budgets=args.budgets, selectors=selectors,
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
@@ -557,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="transfer + refine: seed MetaSchedule with lgbm k=3's schedules and tune this many "
                          "seconds more (0: skip)")
     cp.add_argument("--no-baselines", action="store_true", help="skip PyTorch and ONNX Runtime")
+    cp.add_argument("--finish", action="store_true",
+                    help="complete a comparison stopped during MetaSchedule from scratch from its saved files "
+                         "(its checkpoints so far, then the baselines), measuring nothing else again")
     cp.add_argument("--out", metavar="DIR", help="output folder (default: out/compare/<model>)")
     cp.set_defaults(func=cmd_compare)
 

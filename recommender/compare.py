@@ -193,13 +193,35 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
         if refine_s > 0 and "lgbm-k3" in cmp.data["methods"]:
             _refine(cmp, mr, measurer, out_dir, refine_s, log)
     if baselines:
-        _baselines(cmp, mr, log)
+        _baselines(cmp, mr.spec, mr.target, mr.model.name, log)
+    return _write(cmp, out_dir)
+
+
+def _write(cmp: Comparison, out_dir: Path) -> dict:
     data = cmp.data
     data["time_to_match"] = time_to_match(data["methods"])
     atomic_write_json(str(cmp.path), data)
     atomic_write_text(str(out_dir / "compare.md"), format_compare(data))
     plot_compare(data, out_dir / "compare.png")
     return data
+
+
+def finish_stopped(out_dir: Path, baselines: bool = True, log=None) -> dict:
+    """Complete a comparison stopped during MetaSchedule from scratch, measuring nothing else again: the
+    checkpoints it saved become its `metaschedule` method (marked stopped before its cap), then the
+    baselines, time-to-match, table and plot."""
+    from .target import TargetSpec
+    log = log or (lambda m: print(m, file=sys.stderr))
+    data = read_json(out_dir / "compare.json")
+    cmp = Comparison(out_dir, {k: v for k, v in data.items() if k not in ("methods", "time_to_match")})
+    saved = read_json(out_dir / "scratch" / "checkpoints.json") if (out_dir / "scratch" / "checkpoints.json").exists() else {}
+    curve = saved.get("curve") or []
+    if curve and not cmp.has("metaschedule"):
+        cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=saved.get("cap_s"), stopped_early=True,
+                latency_s=curve[-1]["latency_s"], search_s=curve[-1]["search_s"])
+    if baselines and not cmp.has("pytorch") and not cmp.has("onnxruntime"):
+        _baselines(cmp, data["spec"], TargetSpec(data["target"]), data["model"], log)
+    return _write(cmp, out_dir)
 
 
 def _refine(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path, refine_s: float, log) -> None:
@@ -277,8 +299,8 @@ def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, target_dir: Pa
             trials_per_task=meta.get("trials_per_task"), source=display_path(folder))
 
 
-def _baselines(cmp: Comparison, mr: ModelRun, log) -> None:
-    for name, lat in time_baselines(mr.spec, mr.target, mr.model.name, log).items():
+def _baselines(cmp: Comparison, spec: str, target: TargetSpec, model_name: str, log) -> None:
+    for name, lat in time_baselines(spec, target, model_name, log).items():
         cmp.add(name, kind=name, latency_s=lat, search_s=0.0)
 
 

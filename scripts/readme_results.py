@@ -40,6 +40,13 @@ def model_row(data: dict, budgets: list[int]) -> list[str]:
     ref = m.get("reference", {}).get("latency_s")
     k3 = m.get("lgbm-k3", {}).get("latency_s")
     cells.append(f"{ref / k3:.2f}" if ref and k3 else "-")
+    rf = m.get("lgbm-k3+refine", {})
+    if rf.get("latency_s"):
+        same = rf.get("scratch_latency_at_same_time_s")
+        cells.append(f"{_ms(rf['latency_s'])} after {rf['search_s']:.0f} s" +
+                     (f" (scratch then: {_ms(same)})" if same else ""))
+    else:
+        cells.append("-")
     cells += [_ms(m.get("pytorch", {}).get("latency_s")), _ms(m.get("onnxruntime", {}).get("latency_s"))]
     return cells
 
@@ -55,14 +62,17 @@ def render(root: Path = ROOT) -> str:
         threads = sorted({d["threads"] for d in datas})
         parts.append(f"#### Measured on `{target_dir.name}` ({', '.join(map(str, threads))} threads; "
                      f"{', '.join(sorted({d['date'] for d in datas}))})\n")
-        parts.append("Model latency in ms. For each per-kernel budget k of the lgbm recommender: latency, quality "
+        parts.append("Model latency in ms, every figure of a row timed in one run. Exhaustive: every candidate of "
+                     "the pool measured (the shipped held-out run's choices, timed in this run, and that run's "
+                     "search time). For each per-kernel budget k of the lgbm recommender: latency, quality "
                      "Q against exhaustive replay (its latency / ours) and our search time as a share of "
                      "exhaustive replay's. Random k=3: Q of measuring 3 random candidates per kernel. "
                      "MS to match: MetaSchedule from scratch, same measurer, tuning time until its model is as fast "
                      "as lgbm k=3, over our search time ('>' = it stopped at its cap first). Qmax: the long-tuning "
-                     "reference's latency / lgbm k=3's.\n")
+                     "reference's latency / lgbm k=3's. k=3 + refine: MetaSchedule seeded with k=3's schedules "
+                     "(`--refine-s`), total search time, and what from-scratch tuning had reached by then.\n")
         header = (["model", "untuned", "exhaustive (search)"] + [f"lgbm k={k}" for k in budgets] +
-                  ["random k=3 Q", "MS to match k=3", "Qmax k=3", "PyTorch", "ONNX Runtime"])
+                  ["random k=3 Q", "MS to match k=3", "Qmax k=3", "k=3 + refine", "PyTorch", "ONNX Runtime"])
         parts.append("| " + " | ".join(header) + " |")
         parts.append("|" + "---|" * len(header))
         for d in datas:

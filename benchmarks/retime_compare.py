@@ -1,0 +1,69 @@
+"""How much of a comparison's spread is timing noise: build the model once with each method's database from a
+`schedrec compare` folder, then time all of them in interleaved rounds (round 1: every method once, round 2:
+every method again, ...), and report each method's median and range over the rounds.
+
+    python benchmarks/retime_compare.py models/llvm-znver3-2c/compare/resnet50 [--rounds 5]
+
+Writes <folder>/retime.json. Keep the machine otherwise idle.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from recommender.fileio import atomic_write_json, read_json  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    import tvm
+
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.model_import import import_model
+    from recommender.target import TargetSpec
+    data = read_json(a.folder / "compare.json")
+    target = TargetSpec(data["target"])
+    model = import_model(data["spec"], target.tvm())
+    inputs = [[list(s), d] for s, d in zip(model.input_shapes, model.input_dtypes)]
+    dbs = sorted(p for p in (a.folder / "db").iterdir() if (p / "database_tuning_record.json").exists())
+    settings = MeasureSettings(repeat=7, min_repeat_ms=200)
+    times: dict[str, list[float]] = {p.name: [] for p in dbs}
+    with Measurer(target.config, settings) as m:
+        libs = {}
+        for p in dbs:  # build once per method (the timing below is what varies)
+            path = m._artifact_path()
+            m._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(model.mod), "target": target.config,
+                                                "out_path": path, "database_dir": str(p)}, 1800.0)
+            libs[p.name] = path
+        t0 = time.time()
+        for r in range(a.rounds):
+            for name, path in libs.items():
+                res = m._timed("time_model", {"lib_path": path, "args_info": inputs, "warmup": 1, "number": 1,
+                                              "repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms}, 600.0)
+                times[name].append(res.median)
+            print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1] * 1e3:.1f}" for n, t in times.items()), flush=True)
+        for path in libs.values():
+            os.remove(path)
+    out = {"model": data["model"], "target_key": data["target_key"], "rounds": a.rounds,
+           "seconds": round(time.time() - t0, 1),
+           "methods": {n: {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t),
+                           "compare_run_s": data["methods"].get(n, {}).get("latency_s"), "all_s": t}
+                       for n, t in times.items()}}
+    atomic_write_json(str(a.folder / "retime.json"), out)
+    for n, v in out["methods"].items():
+        run = v["compare_run_s"]
+        print(f"{n:16s} median {v['median_s'] * 1e3:8.2f} ms  range {v['min_s'] * 1e3:8.2f}-{v['max_s'] * 1e3:8.2f}  "
+              f"compare run {run * 1e3 if run else float('nan'):8.2f}")
+
+
+if __name__ == "__main__":
+    main()
