@@ -417,6 +417,8 @@ def plot_compare(data: dict, path: Path) -> None:
             ax.axhline(m["latency_s"] * 1e3, linestyle=ls, color="gray", label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("search time, s (log)")
     ax.set_ylabel("model latency, ms (log)")
     ax.set_title(f"{data['model']} on {data['target_key']}, {data['threads']} threads")

@@ -78,6 +78,23 @@ def render(root: Path = ROOT) -> str:
         for d in datas:
             parts.append("| " + " | ".join(model_row(d, budgets)) + " |")
         parts.append("")
+        retimed = [(d, json.loads((f.parent / "retime.json").read_text())) for d, f in zip(datas, files)
+                   if (f.parent / "retime.json").exists()]
+        if retimed:
+            names = [n for n in ["exhaustive"] + [f"{s}-k{k}" for s in ("lgbm", "random") for k in budgets]
+                     if any(n in r["methods"] for _, r in retimed)]
+            parts.append("Timing noise on this machine is large: the same databases, built once and re-timed in "
+                         "interleaved rounds (`python benchmarks/retime_compare.py FOLDER`), median ms and "
+                         "(min-max) over the rounds:\n")
+            parts.append("| model | rounds | " + " | ".join(names) + " |")
+            parts.append("|" + "---|" * (len(names) + 2))
+            for d, r in retimed:
+                cells = [d["model"], str(r["rounds"])]
+                for n in names:
+                    v = r["methods"].get(n)
+                    cells.append(f"{_ms(v['median_s'])} ({_ms(v['min_s'])}-{_ms(v['max_s'])})" if v else "-")
+                parts.append("| " + " | ".join(cells) + " |")
+            parts.append("")
         parts.append(f"Reproduce a row: `schedrec compare --model zoo:MODEL --out "
                      f"{target_dir.relative_to(root)}/compare/MODEL`. "
                      "Per-model tables: " + ", ".join(
