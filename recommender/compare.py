@@ -46,17 +46,20 @@ class KernelRun:
     found: FoundCandidates
     default: object | None = None  # MeasureResult
     default_wall_s: float = 0.0
-    steps: dict[str, list[tuple[list[Measured], float]]] = field(default_factory=dict)  # selector -> [(step, wall)]
+    # selector -> [(measured, wall seconds, planned)]: a step plans `planned` candidates; each that failed was
+    # replaced once by the next in the selector's order (as budgeted transfer does), so it may hold more
+    steps: dict[str, list[tuple[list[Measured], float, int]]] = field(default_factory=dict)
 
     def first(self, selector: str, k: int) -> tuple[list[Measured], float]:
-        """The first k measurements of `selector` and the wall time their steps took."""
-        out, wall = [], 0.0
-        for measured, w in self.steps.get(selector, []):
-            if len(out) >= k:
+        """What a budget of k measured for `selector` (its replacements included) and the wall time it took."""
+        out, wall, planned = [], 0.0, 0
+        for measured, w, n in self.steps.get(selector, []):
+            if planned >= k:
                 break
             out += measured
             wall += w
-        return out[:k], wall
+            planned += n
+        return out, wall
 
 
 def _choice(run: KernelRun, measured: list[Measured], target: object) -> KernelChoice:
@@ -156,9 +159,14 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                     if not idx:
                         break
                     t1 = time.perf_counter()
-                    results = measurer.measure([found[k.name].candidates[i].replayed.mod for i in idx], reference=k.mod)
+                    mods = lambda ix: [found[k.name].candidates[i].replayed.mod for i in ix]  # noqa: E731
+                    results = measurer.measure(mods(idx), reference=k.mod)
+                    extra = order[done:done + sum(1 for r in results if not r.ok)]
+                    if extra:  # a failed candidate is replaced once by the next ranked
+                        done += len(extra)
+                        idx, results = idx + extra, results + measurer.measure(mods(extra), reference=k.mod)
                     runs[k.name].steps[sel_name].append(([Measured(i, r) for i, r in zip(idx, results)],
-                                                         time.perf_counter() - t1))
+                                                         time.perf_counter() - t1, n))
         common = {"replay_s": round(replay_s, 2), "defaults_s": round(defaults_s, 2)}
         for sel_name in selectors:
             for k in budgets:

@@ -55,8 +55,9 @@ def test_top1_per_kernel_measures_one_candidate_and_writes_the_fastest_measured_
     report = json.loads((out / "report.json").read_text())
     t = report["totals"]
     with_cands = [k for k in report["kernels"] if k["candidates"]]
-    assert with_cands and t["measurements"] == len(with_cands) < t["replayed_candidates"]
-    assert all(k["measured"] == 1 and k["default_s"] > 0 for k in with_cands)
+    # one each, plus one replacement where the top-1 failed (a wrong result, a crash)
+    assert with_cands and len(with_cands) <= t["measurements"] < t["replayed_candidates"]
+    assert all(1 <= k["measured"] <= 1 + sum(k["failures"].values()) and k["default_s"] > 0 for k in with_cands)
     assert t["search_s"] >= t["replay_s"] + t["run_s"] and t["featurize_s"] > 0 and t["predict_s"] > 0
     assert (out / "report.md").read_text().startswith("# Budgeted transfer")
     rows = read_rows(out / "candidates.jsonl.gz")
@@ -112,8 +113,9 @@ def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_an
     out2 = tmp_path / "b2"
     assert _transfer(bank, onnx_path, out2, "--budget", "2") == 0
     report = json.loads((out2 / "report.json").read_text())
-    assert report["totals"]["measurements"] == 2
-    assert sum(k["measured"] for k in report["kernels"] if not k["checked_only"]) == 2
+    t = report["totals"]
+    assert t["measurements"] - t["replacements"] == 2  # a failed one is replaced by the next ranked
+    assert sum(k["measured"] for k in report["kernels"] if not k["checked_only"]) == t["measurements"]
     assert report["totals"]["checked_only"] == t0["checked_only"] - 2
 
 

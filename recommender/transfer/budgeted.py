@@ -103,7 +103,7 @@ def _candidates(mr: ModelRun, rows: RowFile, measurer: Measurer, top_n: int, cap
 
 
 def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCandidates], selector: Selector,
-          budget: int | None, per_kernel: int | None) -> dict[str, list[int]]:
+          budget: int | None, per_kernel: int | None) -> dict[str, tuple[list[int], list[int]]]:
     """Per kernel, the indices (into its found candidates) to measure, best first; finished kernels are part
     of the split (from their rows) so a resumed run plans what the first one did."""
     from training.dataset import read_source_kernels
@@ -123,7 +123,8 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
         kernels.append(kc)
         order[k.name] = [index[i] for i in selector.order(kc)] if replayed else []
     counts = split_budget(kernels, budget=budget, per_kernel=per_kernel)
-    return {name: _take(order[name], counts[(mr.model.name, name)]) for name in order}
+    plan = {name: _take(order[name], counts[(mr.model.name, name)]) for name in order}
+    return {name: (p, _replacements(order[name], p)) for name, p in plan.items()}
 
 
 def _take(order: list[int], count: int) -> list[int]:
@@ -134,15 +135,24 @@ def _take(order: list[int], count: int) -> list[int]:
     return [-(order[0] + 1)] if order else []
 
 
-def _measure(found: FoundCandidates, plan: list[int], measurer: Measurer, mr: ModelRun) -> KernelChoice:
-    """Measure a kernel's planned candidates beside its default; a check-only plan (a budget of 0 there)
-    runs its one candidate once for the output check and trusts it."""
+def _replacements(order: list[int], plan: list[int]) -> list[int]:
+    """What replaces failed candidates of a plan: the next of the order, at most as many as the plan."""
+    if not plan or plan[0] < 0:
+        return []
+    return order[len(plan):2 * len(plan)]
+
+
+def _measure(found: FoundCandidates, planned: tuple[list[int], list[int]], measurer: Measurer,
+             mr: ModelRun) -> KernelChoice:
+    """Measure a kernel's planned candidates beside its default, a failed one replaced by the next ranked; a
+    check-only plan (a budget of 0 there) runs its one candidate once for the output check and trusts it."""
+    plan, replacements = planned
     if plan and plan[0] < 0:
         return measure_kernel(found, measurer, mr.tvm_target, selected=[-plan[0] - 1], measure_default=False,
                               settings=CHECK_ONLY)
     if not plan:  # no candidate replayed: nothing to measure, the kernel keeps its default
         return measure_kernel(found, measurer, mr.tvm_target, selected=[], measure_default=False)
-    return measure_kernel(found, measurer, mr.tvm_target, selected=plan)
+    return measure_kernel(found, measurer, mr.tvm_target, selected=plan, replacements=replacements)
 
 
 def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice], timing: object, plan: dict,
@@ -151,8 +161,10 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     measured = sum(c.measured for c in choices if c.default_s is not None)
     checked = sum(c.measured for c in choices if c.default_s is None)
     replayed = sum(sum(1 for r in c.rows if r.replayed) for c in choices)
+    planned = sum(len(plan[c.kernel.name][0]) for c in choices if c.default_s is not None and c.kernel.name in plan)
     t.update({
-        "measurements": measured, "checked_only": checked, "replayed_candidates": replayed,
+        "measurements": measured, "replacements": max(0, measured - planned), "checked_only": checked,
+        "replayed_candidates": replayed,
         "defaults_measured": sum(1 for c in choices if c.default_s is not None),
         "featurize_s": round(secs.get("featurize", 0.0), 3), "predict_s": round(secs.get("predict", 0.0), 3),
     })

@@ -51,19 +51,29 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
 
 
 def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,
-                   measure_default: bool = True, settings: MeasureSettings | None = None) -> KernelChoice:
+                   measure_default: bool = True, settings: MeasureSettings | None = None,
+                   replacements: list[int] = ()) -> KernelChoice:
     """Measure the default and the `selected` candidates (indices into found.candidates; None: every one
     that replayed) and choose. Candidates that replayed but were not selected are kept as not-measured rows.
-    Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
+    Each selected candidate that fails (a wrong result, a crash) is replaced once by the next of
+    `replacements` (the selector's order past the budget), so that a kernel whose top-k all fail is not left
+    as plain loops. Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
     choice = KernelChoice(kernel, match=found.match, replay_s=found.replay_s)
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
-    choice.build_s = sum(r.build_s for r in results)
-    choice.run_s = sum(r.run_s for r in results)
     default = results.pop(0) if measure_default else None
+    spare = [i for i in replacements if i not in picked and found.candidates[i].status == OK]
+    more = spare[:sum(1 for r in results if not r.ok)]
+    if more:
+        picked = picked + more
+        results = results + measurer.measure([found.candidates[i].replayed.mod for i in more], reference=kernel.mod,
+                                             settings=settings)
+    all_results = results + ([default] if default is not None else [])
+    choice.build_s = sum(r.build_s for r in all_results)
+    choice.run_s = sum(r.run_s for r in all_results)
     choice.default_s = default.median if default is not None and default.ok else None
     choice.rows.append(candidate_row(kernel, None, default, measured=measure_default))
     by_index = dict(zip(picked, results))
