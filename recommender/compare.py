@@ -110,7 +110,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             budgets: tuple[int, ...] = (1, 2, 3, 5), selectors: tuple[str, ...] = ("lgbm", "random"),
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
-            scratch_first_trials: int = 8, refine_s: float = 0.0, settings: MeasureSettings | None = None,
+            scratch_first_trials: int = 8, scratch_population: int = 512, refine_s: float = 0.0,
+            settings: MeasureSettings | None = None,
             baselines: bool = True, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
@@ -194,7 +195,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             from .scratch import tune_from_scratch
             goal = min((m["latency_s"] for m in best_budgeted), default=None)
             curve = tune_from_scratch(mr, measurer, out_dir / "scratch", scratch_cap_s, goal, log,
-                                      first_trials_per_task=scratch_first_trials)
+                                      first_trials_per_task=scratch_first_trials,
+                                      population_size=scratch_population)
             cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
                     latency_s=curve[-1]["latency_s"] if curve else None,
                     search_s=curve[-1]["search_s"] if curve else None)

@@ -21,7 +21,8 @@ CHECKPOINT_TIMING = MeasureSettings(repeat=5, min_repeat_ms=100)
 
 
 def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: float, goal_s: float | None,
-                      log, first_trials_per_task: int = 8, seed_db: Path | None = None) -> list[dict]:
+                      log, first_trials_per_task: int = 8, seed_db: Path | None = None,
+                      population_size: int = 512) -> list[dict]:
     """Checkpoints [{"search_s", "trials", "latency_s"}] of a from-scratch MetaSchedule run (see module doc).
     With `seed_db` (a transfer's output database) the search starts from its records instead: transfer +
     refine, the chosen schedules seeding the evolutionary search's first population."""
@@ -51,7 +52,8 @@ def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: f
             per_trial = spent / trials
             round_trials = max(len(mr.kernels), min(round_trials, int((cap_s - spent) / per_trial)))
         ctxs = [ms.TuneContext(mod=k.mod, target=mr.tvm_target, space_generator="post-order-apply",
-                               search_strategy=ms.search_strategy.EvolutionarySearch(), task_name=k.name,
+                               search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population_size),
+                               task_name=k.name,
                                num_threads=threads) for k in mr.kernels]
         t0 = time.perf_counter()
         with native_section():  # a stop signal in here ends the process; finished rounds are saved

@@ -174,7 +174,8 @@ def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tm
     bank, onnx_path = bank_and_onnx
     out = tmp_path / "cmp"
     data = compare(onnx_path, target, bank, SHIPPED, out, budgets=(1, 2), exhaustive="measure",
-                   scratch_cap_s=1.0, scratch_first_trials=1, settings=MeasureSettings(repeat=3, min_repeat_ms=1))
+                   scratch_cap_s=1.0, scratch_first_trials=1, scratch_population=16,
+                   settings=MeasureSettings(repeat=3, min_repeat_ms=1))
     m = data["methods"]
     assert {"lgbm-k1", "lgbm-k2", "random-k1", "random-k2", "exhaustive", "untuned", "metaschedule",
             "onnxruntime"} <= set(m)
