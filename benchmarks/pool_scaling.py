@@ -3,7 +3,7 @@ on the measured rows of the held-out zoo models' exhaustive replays (models/<key
 
 For a pool of n bank models (nested random orders, several seeds) each kernel's candidates are the rows whose
 donor is in the pool. Exhaustive replay measures them all and keeps the fastest; budgeted transfer measures the
-shipped lgbm ranker's top-k. Quality is the weighted kernel-latency sum of exhaustive replay over the method's
+shipped lgbm ranker's top-k (a failed candidate replaced once by the next, as `schedrec transfer` does). Quality is the weighted kernel-latency sum of exhaustive replay over the method's
 (defaults where a kernel has no valid candidate); search time is estimated from the run's own per-candidate
 costs (replay seconds per replayed candidate, measurement seconds per measured one, both from its report), so
 both methods pay the replay of the whole pool and differ in what they measure. The latencies are the recorded
@@ -51,7 +51,9 @@ def simulate(groups: dict[str, list], pool: set[str], selector, k: int) -> dict:
             continue
         ok = [r.latency_s for r in cands if r.ok]
         ex_sum += w * min(ok + [base])
-        order = selector.order(KernelCandidates(("m", name), tuple(cands), w))[:k]
+        ranked = selector.order(KernelCandidates(("m", name), tuple(cands), w))
+        order = ranked[:k]
+        order += ranked[k:k + sum(1 for i in order if not cands[i].ok)]  # a failed one is replaced by the next
         measured_top += len(order)
         top = [cands[i].latency_s for i in order if cands[i].ok]
         top_sum += w * min(top + [base])
