@@ -225,14 +225,19 @@ class Measurer:
             status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
             return MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
         build_s = time.perf_counter() - t0
+        result = self.time_model_library(path, input_info, settings)
+        result.build_s = build_s
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        return result
+
+    def time_model_library(self, path: str, input_info: list, settings: MeasureSettings | None = None) -> MeasureResult:
+        """Time `main` of a compiled Relax model library (`export_library` output) in the timing worker, as
+        `measure_model` times its own builds; `input_info` is [(shape, dtype)] of the model's inputs."""
         s = settings or self.settings
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
-        result = self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
-        result.build_s = build_s
-        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        return result
+        return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
 
     def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
