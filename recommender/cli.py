@@ -75,14 +75,20 @@ def cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(low: int, what: str, too_low: str):
+    """An argparse type: an integer >= `low`; `what` names it when the text is not a number."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {too_low}, got {value}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer", "a positive integer")
 
 
 def _statuses(text: str) -> tuple[str, ...]:
@@ -277,14 +283,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return _replay_all_pairs(args, target, _bank_dir(args, target.key))
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of measurements, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more measurements, got {value}")
-    return value
+_non_negative_int = _int_at_least(0, "a whole number of measurements", "0 or more measurements")
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
@@ -292,7 +291,6 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     measured; writes a MetaSchedule database and a report (JSON and Markdown)."""
     from pathlib import Path
 
-    from .bank import repo_models_dir
     from .fileio import display_path
     from .measure import MeasureSettings
     from .model_import import model_name_from_spec
@@ -353,7 +351,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     per-kernel budget, exhaustive replay, MetaSchedule from scratch, the reference, PyTorch, ONNX Runtime."""
     from pathlib import Path
 
-    from .bank import repo_models_dir
     from .compare import compare
     from .model_import import model_name_from_spec
     from .target import parse_target

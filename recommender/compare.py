@@ -18,13 +18,11 @@ from pathlib import Path
 from .bank import bank_models, read_meta, unpack
 from .fileio import atomic_write_json, atomic_write_text, display_path, read_json
 from .measure import MeasureSettings, Measurer
-from .replay import apply_replayed
-from .rows import OK
 from .selection import KernelCandidates, Selector
 from .target import TargetSpec
-from .transfer.choice import KernelChoice, candidate_row, set_chosen, tally
+from .transfer.choice import KernelChoice
 from .transfer.database import write_database
-from .transfer.kernel import FoundCandidates, find_candidates
+from .transfer.kernel import FoundCandidates, choose, find_candidates
 from .transfer.run import ModelRun, open_model
 
 UNTUNED_TIMING = MeasureSettings(repeat=3, min_repeat_ms=0)  # plain loops: seconds per inference on big models
@@ -64,26 +62,15 @@ class KernelRun:
 
 def _choice(run: KernelRun, measured: list[Measured], target: object) -> KernelChoice:
     """The choice among the default and `measured`: the fastest valid, never worse than the default."""
-    f = run.found
-    choice = KernelChoice(f.kernel, match=f.match)
-    choice.default_s = run.default.median if run.default is not None and run.default.ok else None
-    choice.rows = [candidate_row(f.kernel, None, run.default, measured=run.default is not None)]
-    by_index = {m.index: m.result for m in measured}
-    for i, c in enumerate(f.candidates):
-        choice.rows.append(candidate_row(f.kernel, c, by_index.get(i), measured=i in by_index or c.status != OK))
-    tally(choice)
-    best = min((m for m in measured if m.result.ok), key=lambda m: m.result.median, default=None)
-    if best is not None and (choice.default_s is None or best.result.median < choice.default_s):
-        row = choice.rows[1 + best.index]
-        set_chosen(choice, row, apply_replayed(row.trace, f.kernel.mod, target).sch)
-    return choice
+    return choose(run.found, run.default, {m.index: m.result for m in measured}, target,
+                  measured_default=run.default is not None)
 
 
 def _orders(mr: ModelRun, found: dict[str, FoundCandidates], selector: Selector) -> dict[str, list[int]]:
     out = {}
     for k in mr.kernels:
         f = found[k.name]
-        rows = tuple(candidate_row(k, f.candidates[i], measured=False) for i in f.valid)
+        rows = tuple(f.replayed_rows(mr.model.name))
         out[k.name] = [f.valid[i] for i in selector.order(KernelCandidates((mr.model.name, k.name), rows, k.weight))] \
             if rows else []
     return out

@@ -48,7 +48,7 @@ def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: f
     inputs = list(zip(mr.model.input_shapes, mr.model.input_dtypes))
     round_trials = max(first_trials_per_task * len(mr.kernels), trials)
     while spent < cap_s and not (curve and goal_s and curve[-1]["latency_s"] and curve[-1]["latency_s"] <= goal_s):
-        if curve and len(curve) >= 1 and trials:  # never plan a round far past the cap: fit it to the time left
+        if curve and trials:  # never plan a round far past the cap: fit it to the time left
             per_trial = spent / trials
             round_trials = max(len(mr.kernels), min(round_trials, int((cap_s - spent) / per_trial)))
         ctxs = [ms.TuneContext(mod=k.mod, target=mr.tvm_target, space_generator="post-order-apply",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from ..bank import locked
@@ -24,7 +23,7 @@ from ..measure import MeasureSettings, Measurer
 from ..rows import CandidateRow
 from ..selection import KernelCandidates, Selector, split_budget
 from ..target import TargetSpec
-from .choice import KernelChoice, candidate_row, choice_from_rows
+from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
 from .kernel import FoundCandidates, find_candidates, measure_kernel
 from .run import ModelRun, check_run, finish, open_model, totals
@@ -111,10 +110,8 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
     kernels, order = [], {}
     for k in mr.kernels:
         if k.name in found:
-            f = found[k.name]
-            replayed = [candidate_row(k, f.candidates[i], measured=False) for i in f.valid]
-            replayed = [replace(r, target_model=mr.model.name) for r in replayed]
-            index = f.valid
+            replayed = found[k.name].replayed_rows(mr.model.name)
+            index = found[k.name].valid
         else:
             replayed = [r for r in rows.by_kernel[k.name] if r.replayed]
             index = list(range(len(replayed)))

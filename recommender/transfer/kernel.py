@@ -15,7 +15,7 @@ from ..candidates import BankIndex, Candidate, replay_candidates
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..replay import apply_replayed
-from ..rows import ANCHOR, CLASS, OK
+from ..rows import ANCHOR, CLASS, OK, CandidateRow
 from .choice import KernelChoice, best_row, candidate_row, set_chosen, tally
 
 
@@ -32,6 +32,11 @@ class FoundCandidates:
     def valid(self) -> list[int]:
         """Indices of the candidates that replayed (the ones a selector may pick)."""
         return [i for i, c in enumerate(self.candidates) if c.status == OK]
+
+    def replayed_rows(self, model: str = "") -> list[CandidateRow]:
+        """Rows of the replayed candidates (`valid` order), not measured yet: what a selector ranks."""
+        return [replace(candidate_row(self.kernel, self.candidates[i], measured=False), target_model=model)
+                for i in self.valid]
 
 
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
@@ -60,7 +65,6 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
     as plain loops. Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
-    choice = KernelChoice(kernel, match=found.match, replay_s=found.replay_s)
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
@@ -71,12 +75,24 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
         picked = picked + more
         results = results + measurer.measure([found.candidates[i].replayed.mod for i in more], reference=kernel.mod,
                                              settings=settings)
+    choice = choose(found, default, dict(zip(picked, results)), target, measure_default)
     all_results = results + ([default] if default is not None else [])
     choice.build_s = sum(r.build_s for r in all_results)
     choice.run_s = sum(r.run_s for r in all_results)
+    choice.wall_s = found.replay_s + time.perf_counter() - t0
+    choice.rows[0] = replace(choice.rows[0], seconds=choice.seconds())
+    return choice
+
+
+def choose(found: FoundCandidates, default: object | None, by_index: dict[int, object], target: object,
+           measured_default: bool = True) -> KernelChoice:
+    """A kernel's rows (its default first, then every candidate: measured, failed to replay, or not measured)
+    and its choice: the fastest valid measured candidate if it beats the default, else the default.
+    `default` and the values of `by_index` (candidate index -> result) are MeasureResults."""
+    kernel = found.kernel
+    choice = KernelChoice(kernel, match=found.match, replay_s=found.replay_s)
     choice.default_s = default.median if default is not None and default.ok else None
-    choice.rows.append(candidate_row(kernel, None, default, measured=measure_default))
-    by_index = dict(zip(picked, results))
+    choice.rows.append(candidate_row(kernel, None, default, measured=measured_default))
     for i, c in enumerate(found.candidates):
         choice.rows.append(candidate_row(kernel, c, by_index.get(i), measured=i in by_index or c.status != OK))
     tally(choice)
@@ -87,8 +103,6 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
         sch = c.replayed.sch if c.replayed.sch is not None else apply_replayed(c.replayed.trace_json, kernel.mod,
                                                                                target).sch
         set_chosen(choice, best, sch)
-    choice.wall_s = found.replay_s + time.perf_counter() - t0
-    choice.rows[0] = replace(choice.rows[0], seconds=choice.seconds())
     return choice
 
 
