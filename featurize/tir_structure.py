@@ -117,7 +117,7 @@ def block_infos(mod: object) -> list[BlockInfo]:
     sch = Schedule(func)
     arg_names = {str(p.name) for p in func.params}
     infos = []
-    for rv in _all_blocks(sch):
+    for rv in all_blocks(sch):
         block = sch.get(rv)
         kinds, extents, spatial, reduce_ = [], [], set(), set()
         for iv in block.iter_vars:
@@ -151,7 +151,7 @@ def block_infos(mod: object) -> list[BlockInfo]:
     return infos
 
 
-def _all_blocks(sch: object) -> Iterable[object]:
+def all_blocks(sch: object) -> Iterable[object]:
     """Every block under the root, depth first in program order."""
     root = sch.get_sblock("root")
     stack = list(reversed(sch.get_child_blocks(root)))

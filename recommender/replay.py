@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from featurize.tir_structure import anchor_index, block_infos
+from featurize.tir_structure import all_blocks, anchor_index, block_infos
 from featurize.trace_json import rename_blocks, strip_postproc
 from featurize.trace_schema import MalformedTrace, check_trace
 
@@ -97,7 +97,41 @@ def _postprocess(sch: object, target_mod: object, target: object, postprocs: lis
             raise ReplayFailure(POSTPROC_FAILURE, f"{p}: {_one_line(err)}") from err
         if not ok:
             raise ReplayFailure(POSTPROC_FAILURE, f"{p} rejected the replayed schedule")
+    gap = unwritten_output(sch)
+    if gap:
+        raise ReplayFailure(REPLAY_ERROR, gap)
     return Replayed(mod=sch.mod, trace_json=replayed_json, sch=sch)
+
+
+def unwritten_output(sch: object) -> str:
+    """Why the schedule leaves part of an output buffer unwritten ('' when every block writing an output
+    iterates over at least all of it). TVM 0.27's anchor-trace application computes a fused padding epilogue
+    at the anchor's loops over the anchor's extent only, so the padded border is never written: such a
+    schedule gives a wrong result, found here without building it."""
+    blocks = [sch.get_sblock("root"), *all_blocks(sch)]
+    internal = [b for rv in blocks for b in sch.get(rv).alloc_buffers]
+    for rv in blocks[1:]:
+        block = sch.get(rv)
+        for w in block.writes:
+            if any(w.source.same_as(b) for b in internal):  # an intermediate, not a kernel argument
+                continue
+            numel = _product(w.source.shape)
+            per_iter = _product(r.extent for r in w.region)
+            iters = _product(sch.get(loop).extent for loop in sch.get_loops(rv))
+            if numel is not None and per_iter is not None and iters is not None and iters * per_iter < numel:
+                return (f"block {block.name_hint} writes {iters * per_iter} of the {numel} elements of output "
+                        f"{w.source.name} (a padded border left unwritten)")
+    return ""
+
+
+def _product(values: object) -> int | None:
+    """The product of integer extents; None if one is symbolic."""
+    n = 1
+    for v in values:
+        if not hasattr(v, "value"):
+            return None
+        n *= int(v.value)
+    return n
 
 
 def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object, target: object,
