@@ -20,15 +20,16 @@ def _kernels_of(model, args, target):
     return extract_kernels(ImportedModel("t", "t", mod), target.tvm())
 
 
-def _tuned_like_trace(kernel, target):
-    """A design-space point of the kernel, postprocessed like a MetaSchedule tuning record."""
+def _tuned_like_trace(kernel, target, space: int = 0):
+    """A design-space point of the kernel (`space`: which of the design spaces), postprocessed like a
+    MetaSchedule tuning record."""
     from tvm.s_tir import meta_schedule as ms
 
     from recommender.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply", num_threads=1,
                          rand_state=1)
-    sch = ctx.space_generator.generate_design_space(kernel.mod)[0]
+    sch = ctx.space_generator.generate_design_space(kernel.mod)[space]
     sch.enter_postproc()
     assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
     return trace_to_json(sch.trace)
@@ -118,3 +119,38 @@ def test_anchor_trace_replays_onto_another_epilogue_and_computes_the_right_resul
     with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
         (res,) = m.measure([r.sch.mod], reference=dst.mod)
     assert res.status == "ok", res.error
+
+
+def test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would_compute_wrong(target):
+    """conv+bn+relu6 fused with the zero padding of the next (TF-style, one-sided) conv, as in MobileNetV2:
+    TVM's anchor-trace application computes the padding epilogue at the anchor's loops over the anchor's
+    extent, so the border row and column are never written. replay_anchor_trace refuses such a schedule
+    without building it, and the measurer's output check rejects it when it is built anyway."""
+    import torch
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+
+    from featurize.tir_structure import anchor_key
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.replay import _renamed_trace, anchor_block_mapping, unwritten_output
+    from featurize.trace_json import strip_postproc
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU6(),
+                              torch.nn.ZeroPad2d((0, 1, 0, 1)), torch.nn.Conv2d(16, 16, 3, stride=2, groups=16)).eval()
+    kernels = _kernels_of(net, (torch.randn(1, 3, 16, 16),), target)
+    (dst,) = [k for k in kernels if k.kind == "conv2d" and k.class_key.endswith("PadInput")]
+    src = next(k for k in _kernels(target, 8, 32) if k.kind == "conv2d" and k.class_key != dst.class_key
+               and anchor_key(k.class_key) == anchor_key(dst.class_key))
+    tt = target.tvm()
+    trace = _tuned_like_trace(src, tt, space=1)  # the space with a write cache: the epilogue computed at a loop
+    with pytest.raises(ReplayFailure) as err:
+        replay_anchor_trace(trace, src.mod, dst.mod, tt)
+    assert "unwritten" in err.value.message, err.value.message
+    # the same schedule, built without that check, computes a wrong result
+    sch = Schedule(dst.mod)
+    schedule_using_anchor_trace(sch, _renamed_trace(strip_postproc(trace), src.mod,
+                                                    anchor_block_mapping(src.mod, dst.mod)), tt)
+    assert unwritten_output(sch)
+    with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0)) as m:
+        (res,) = m.measure([sch.mod], reference=dst.mod)
+    assert res.status == "wrong_result", (res.status, res.error)
