@@ -463,9 +463,15 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--target", default="native",
                         help="'native' (detect the host CPU), a JSON object, or a JSON file (default: native)")
 
+    def shape_opt(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                        help="bind an ONNX input's dynamic dims, e.g. x=1,3,224,224 (repeat per input; an unbound "
+                             "dynamic batch dim is taken as 1)")
+
     k = sub.add_parser("kernels", help=cmd_kernels.__doc__, description=cmd_kernels.__doc__)
     k.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
     target_opt(k)
+    shape_opt(k)
     k.add_argument("--json", metavar="FILE", help="also write the kernel list as JSON")
     k.add_argument("--full-class", action="store_true", help="print full class keys (with the block list)")
     k.set_defaults(func=cmd_kernels)
@@ -479,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("replay", help=cmd_replay.__doc__, description=cmd_replay.__doc__)
     r.add_argument("--model", help="zoo:NAME, a .onnx or a .pt2 file")
+    shape_opt(r)
     r.add_argument("--all-pairs", action="store_true",
                    help="the transfer matrix (the same as `schedrec matrix`)")
     r.add_argument("--models", help="with --all-pairs: only these bank models as targets (comma-separated)")
@@ -514,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)
     tf.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    shape_opt(tf)
     budget = tf.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget", type=_non_negative_int, metavar="B",
                         help="candidate measurements in total, split across kernels by expected gain "
@@ -541,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cp = sub.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
     cp.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
+    shape_opt(cp)
     cp.add_argument("--budgets", type=_budgets, default=(1, 2, 3, 5), help="per-kernel budgets (1,2,3,5)")
     cp.add_argument("--selectors", default="lgbm,random", help="selectors to compare (lgbm,random)")
     target_opt(cp)
@@ -658,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     _stopped_by.clear()
     previous = signal.signal(signal.SIGTERM, _on_signal), signal.signal(signal.SIGINT, _on_signal)
     try:
+        if getattr(args, "input_shape", None) and getattr(args, "model", None):
+            from .model_import import parse_input_shape, with_input_shapes
+            args.model = with_input_shapes(args.model, dict(map(parse_input_shape, args.input_shape)))
         return args.func(args)
     except SchedrecError as err:
         if args.debug:

@@ -314,7 +314,7 @@ def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> 
             model, args = build_zoo_model(spec[4:])
             out["pytorch"] = median(time_pytorch(model, args, threads))
             out["onnxruntime"] = median(time_onnxruntime(model, args, threads))
-        elif spec.endswith(".onnx"):
+        elif split_spec(spec)[0].lower().endswith(".onnx"):
             out["onnxruntime"] = median(_time_onnx_file(spec, threads))
     except Exception as err:
         log(f"warning: {model_name}: a baseline failed: {type(err).__name__}: "
@@ -322,11 +322,15 @@ def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> 
     return out
 
 
-def _time_onnx_file(path: str, threads: int) -> list[float]:
+def _time_onnx_file(spec: str, threads: int) -> list[float]:
+    """ONNX Runtime on the file of an ONNX spec, with the input shapes the spec binds (as schedrec imports it)."""
     import numpy as np
     import onnxruntime as ort
 
     from .baselines import _median_of_repeats
+    from .model_import import load_onnx, onnx_input_shapes
+    path, bound = split_spec(spec)
+    shapes = onnx_input_shapes(load_onnx(path), bound, path, log=lambda m: None)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -335,11 +339,9 @@ def _time_onnx_file(path: str, threads: int) -> list[float]:
     types = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
     feeds = {}
     for i in sess.get_inputs():
-        if not all(isinstance(d, int) for d in i.shape):
-            raise ValueError(f"ONNX input {i.name} has a dynamic shape {i.shape}")
-        dtype = types.get(i.type, "float32")
-        feeds[i.name] = (rng.standard_normal(i.shape).astype(dtype) if dtype.startswith("float")
-                         else np.zeros(i.shape, dtype=dtype))
+        dtype, shape = types.get(i.type, "float32"), shapes[i.name]
+        feeds[i.name] = (rng.standard_normal(shape).astype(dtype) if dtype.startswith("float")
+                         else np.zeros(shape, dtype=dtype))
     return _median_of_repeats(lambda: sess.run(None, feeds), 5, 0.2)
 
 

@@ -4,11 +4,16 @@ A model spec is one of:
 - ``zoo:NAME``: a zoo architecture (see ``recommender.zoo``),
 - a path ending in ``.onnx``: an ONNX model,
 - a path ending in ``.pt2``: a program saved with ``torch.export.save``.
+
+An ONNX spec may bind input dims that the file leaves dynamic: ``model.onnx?x=1,3,224,224&mask=1,128``
+(`with_input_shapes` writes it; the CLI's ``--input-shape x=1,3,224,224`` does). A dynamic leading dim left
+unbound is taken as batch 1 (with a note); any other unbound dim is an error that names it.
 """
 from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,12 +48,43 @@ def model_name_from_spec(spec: str) -> str:
     """A short, file-system-safe name for a model spec."""
     if spec.startswith("zoo:"):
         return spec[4:]
-    base = os.path.splitext(os.path.basename(spec))[0]
+    base = os.path.splitext(os.path.basename(split_spec(spec)[0]))[0]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", base) or "model"
+
+
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """``NAME=D0,D1,...`` -> (name, dims)."""
+    name, sep, dims = text.partition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
+    except ValueError:
+        shape = None
+    if not sep or not name.strip() or shape is None or any(d < 1 for d in shape):
+        raise ModelImportError(f"bad input shape {text!r}: expected NAME=D0,D1,... with positive dims, "
+                               f"e.g. x=1,3,224,224")
+    return name.strip(), shape
+
+
+def with_input_shapes(spec: str, shapes: dict[str, list[int]]) -> str:
+    """The spec with these input dims bound (see the module docstring); the spec itself when none."""
+    if not shapes:
+        return spec
+    path, bound = split_spec(spec)
+    bound.update(shapes)
+    return path + "?" + "&".join(f"{n}={','.join(map(str, d))}" for n, d in bound.items())
+
+
+def split_spec(spec: str) -> tuple[str, dict[str, list[int]]]:
+    """(the model file or zoo name, the input shapes bound in the spec)."""
+    path, _, query = spec.partition("?")
+    return path, dict(parse_input_shape(part) for part in query.split("&") if part)
 
 
 def load_relax(spec: str) -> tuple[object, str]:
     """Import a model spec into an un-legalized Relax IRModule. Returns (module, name)."""
+    spec, shapes = split_spec(spec)
+    if shapes and not spec.lower().endswith(".onnx"):
+        raise ModelImportError(f"{spec}: input shapes can only be bound for ONNX models; this model's are fixed")
     if spec.startswith("zoo:"):
         return _from_zoo(spec[4:]), model_name_from_spec(spec)
     if not os.path.exists(spec):
@@ -57,7 +93,7 @@ def load_relax(spec: str) -> tuple[object, str]:
         raise ModelImportError(f"model spec is a directory, not a model file: {spec}")
     ext = os.path.splitext(spec)[1].lower()
     if ext == ".onnx":
-        return _from_onnx(spec), model_name_from_spec(spec)
+        return _from_onnx(spec, shapes), model_name_from_spec(spec)
     if ext == ".pt2":
         return _from_pt2(spec), model_name_from_spec(spec)
     raise ModelImportError(
@@ -73,11 +109,16 @@ def import_model(spec: str, target: object) -> ImportedModel:
                          input_shapes=shapes, input_dtypes=dtypes)
 
 
-def lower_for_tuning(mod: object, target: object, spec: str = "model") -> object:
-    """Run the passes that MetaSchedule task extraction needs: decompose, legalize, fuse."""
+def lower_for_tuning(mod: object, target: object, spec: str = "model", canonical: bool = True) -> object:
+    """Run the passes that MetaSchedule task extraction needs: matmuls in their export-independent form
+    (`recommender.canonical`, unless `canonical` is False), decompose, legalize, fuse."""
     import tvm
     from tvm import relax
+
+    from .canonical import canonicalize_kernels
     try:
+        if canonical:
+            mod = canonicalize_kernels(mod)
         with target:
             seq = tvm.transform.Sequential([
                 relax.transform.DecomposeOpsForInference(),
@@ -154,14 +195,65 @@ def _from_pt2(path: str) -> object:
     return _from_exported(ep, path)
 
 
-def _from_onnx(path: str) -> object:
+def load_onnx(path: str) -> object:
+    """The checked ONNX model (ModelImportError if the file is not one)."""
     import onnx
-    from tvm.relax.frontend.onnx import from_onnx
     try:
         model = onnx.load(path)
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelImportError(f"{path}: not a valid ONNX model: {_first_line(err)}") from err
+    return model
+
+
+def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "model",
+                      log=None) -> dict[str, list[int]]:
+    """Static shapes of the ONNX graph's inputs: the file's dims, the `bound` ones, and batch 1 for a dynamic
+    leading dim left unbound (noted through `log`). Raises ModelImportError naming what stays unbound."""
+    log = log or (lambda m: print(m, file=sys.stderr))
+    params = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in params]
+    names = [i.name for i in inputs]
+    unknown = sorted(set(bound) - set(names))
+    if unknown:
+        raise ModelImportError(f"{path}: no input named {', '.join(unknown)}; its inputs are {', '.join(names)}")
+    shapes, unbound, batch_one = {}, [], []
+    for i in inputs:
+        dims = [(d.dim_value if d.HasField("dim_value") else None, d.dim_param or "?")
+                for d in i.type.tensor_type.shape.dim]
+        if i.name in bound:
+            given = bound[i.name]
+            clash = [k for k, (v, _) in enumerate(dims) if v is not None and k < len(given) and given[k] != v]
+            if len(given) != len(dims) or clash:
+                raise ModelImportError(f"{path}: input {i.name} has shape "
+                                       f"[{', '.join(str(v) if v is not None else p for v, p in dims)}]; "
+                                       f"{','.join(map(str, given))} does not fit it")
+            shapes[i.name] = list(given)
+            continue
+        shape = []
+        for k, (v, label) in enumerate(dims):
+            if v is None and k == 0:
+                batch_one.append(f"{i.name}[0] ({label})")
+                v = 1
+            elif v is None:
+                unbound.append(f"{i.name}[{k}] ({label})")
+            shape.append(v)
+        shapes[i.name] = shape
+    if unbound:
+        raise ModelImportError(f"{path}: dynamic input dims left unbound: {', '.join(unbound)}; give every "
+                               f"dynamic input's shape, e.g. --input-shape "
+                               f"{inputs[0].name}={','.join(str(d or 1) for d in shapes[inputs[0].name])}")
+    if batch_one:
+        log(f"note: {path}: dynamic batch dim {', '.join(batch_one)} taken as 1 (--input-shape NAME=... to choose)")
+    return shapes
+
+
+def _from_onnx(path: str, bound: dict[str, list[int]] | None = None) -> object:
+    from tvm.relax.frontend.onnx import from_onnx
+    from .onnx_static import make_static
+    model = load_onnx(path)
+    shapes = onnx_input_shapes(model, bound or {}, path)
+    model = make_static(model, shapes)
     known = set()
     try:
         from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
@@ -174,6 +266,6 @@ def _from_onnx(path: str) -> object:
             raise ModelImportError(
                 f"{path}: ONNX operator(s) not supported by the TVM Relax frontend: {', '.join(missing)}")
     try:
-        return from_onnx(model, keep_params_in_input=False)
+        return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
     except Exception as err:
         raise ModelImportError(f"{path}: the Relax ONNX frontend failed: {_first_line(err)}") from err

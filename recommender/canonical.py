@@ -1,0 +1,101 @@
+"""Export-independent kernel classes: a Relax rewrite run before legalization.
+
+The same layer exported two ways gives kernels of different classes, and a schedule replays only within its
+class. torch.export flattens a linear layer to a 2-D matmul ([tokens, d] x [d, n]); ONNX exporters keep the
+batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attention as 4-D batch matmuls
+([1, heads, s, d]) where torch has 3-D ones ([heads, s, d]). This pass gives every model the torch form:
+
+- ``matmul(x[..., k], w[k, n])`` with x of rank 3 or more becomes a 2-D matmul between two reshapes;
+- ``matmul(a[b..., m, k], c[b..., k, n])`` with equal batch dims of rank 2 or more (or one unit batch dim)
+  gets a single batch dim (none when it is 1);
+- the reshape back to the original shape is moved past a bias add (an operand that broadcasts along the
+  last dim), so that the bias stays fused with the matmul as in torch's addmm; what follows (activation,
+  residual add) stays outside the kernel, as in the torch form.
+
+Reshapes cost nothing at run time (the build turns them into views). Every rewrite keeps the function's
+output exactly (tests compare the compiled outputs).
+"""
+from __future__ import annotations
+
+from math import prod
+
+
+def canonicalize_kernels(mod: object) -> object:
+    """The module with every function's matmuls in the torch form (see the module docstring)."""
+    from tvm import relax
+    from tvm.relax.dpl import rewrite_call
+    out = mod
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        new = func
+        for pattern, rewriter in _rules():
+            new = rewrite_call(pattern, rewriter, new)
+        if not new.same_as(func):
+            out = _replaced(out, gv, new)
+    return out
+
+
+def _replaced(mod: object, gv: object, func: object) -> object:
+    import tvm
+    funcs = dict(mod.functions.items())
+    funcs[gv] = func
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def _shape(expr: object) -> list[int] | None:
+    """The static shape of a tensor expression, None if unknown or symbolic."""
+    from tvm import relax
+    ty = getattr(expr, "ty", None)
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    try:
+        return [int(d) for d in ty.shape.values]
+    except (TypeError, ValueError):
+        return None
+
+
+def _rules() -> list:
+    from tvm import relax
+    from tvm.relax.dpl import is_op, wildcard
+
+    x, w = wildcard(), wildcard()
+
+    def matmul(orig: object, m: dict) -> object:
+        a, b = m[x], m[w]
+        sa, sb = _shape(a), _shape(b)
+        if sa is None or sb is None:
+            return orig
+        dtype = orig.attrs.out_dtype
+        if len(sb) == 2 and len(sa) >= 3:  # a linear layer over a batch of tokens
+            rows = prod(sa[:-1])
+            flat = relax.op.matmul(relax.op.reshape(a, [rows, sa[-1]]), b, out_dtype=dtype)
+            return relax.op.reshape(flat, sa[:-1] + [sb[-1]])
+        if len(sa) == len(sb) >= 3 and sa[:-2] == sb[:-2] and (len(sa) > 3 or sa[0] == 1):
+            batch = prod(sa[:-2])
+            lead = [batch] if batch > 1 else []
+            flat = relax.op.matmul(relax.op.reshape(a, lead + sa[-2:]), relax.op.reshape(b, lead + sb[-2:]),
+                                   out_dtype=dtype)
+            return relax.op.reshape(flat, sa[:-1] + [sb[-1]])
+        return orig
+
+    inner, bias = wildcard(), wildcard()
+    reshaped = is_op("relax.reshape")(inner, wildcard())
+
+    def bias_add(orig: object, m: dict) -> object:
+        src, r, c = m[inner], m[reshaped], m[bias]
+        s, full, sc = _shape(src), _shape(r), _shape(c)
+        if not (_is_flattening(s, full) and sc and sc[-1] == full[-1] and prod(sc[:-1]) == 1):
+            return orig
+        flat_bias = relax.op.reshape(c, [sc[-1]]) if len(sc) > 1 else c
+        args = [src, flat_bias] if orig.args[0].same_as(r) else [flat_bias, src]
+        return relax.op.reshape(relax.op.add(*args), full)
+
+    return [(is_op("relax.matmul")(x, w), matmul),
+            (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add)]
+
+
+def _is_flattening(flat: list[int] | None, full: list[int] | None) -> bool:
+    """A reshape from 2-D `flat` to `full` that splits the rows only (a matmul's output back to its batch)."""
+    return (flat is not None and full is not None and len(flat) == 2 and len(full) > 2
+            and flat[-1] == full[-1] and prod(flat) == prod(full))

@@ -1,0 +1,101 @@
+"""An ONNX graph with dynamic input dims made static: dims bound, shape arithmetic folded to constants.
+
+Exporters that write dynamic axes compute reshape targets and scale factors at run time from `Shape` nodes.
+TVM's Relax ONNX frontend turns that arithmetic into symbolic scalars, and some of them come out with a
+dtype the next operator refuses (a float64 scale in attention). With every input dim known, those
+subgraphs are constant: `make_static` writes the dims into the graph inputs, infers the shapes, and
+evaluates every node whose inputs are all known (constants, or the `Shape` of a tensor of static shape)
+with ONNX's reference evaluator, keeping the graph's own dtypes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+               "Bernoulli", "If", "Loop", "Scan"}
+_MAX_FOLDED_ELEMENTS = 1 << 16  # fold shape arithmetic, never materialise big tensors
+
+
+def make_static(model: object, shapes: dict[str, list[int]]) -> object:
+    """A copy of `model` with these input shapes and its constant subgraphs folded."""
+    import onnx
+    from onnx import numpy_helper
+    model = _with_input_dims(model, shapes)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # shape inference refuses some graphs; fold what the inputs' shapes give alone
+        inferred = model
+    static = _static_shapes(inferred)
+    known = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        values = _fold(node, known, static, list(model.opset_import))
+        if values is None:
+            kept.append(node)
+        else:
+            known.update(zip(node.output, values))
+    if len(kept) == len(model.graph.node):
+        return model
+    used = {i for n in kept for i in n.input} | {o.name for o in model.graph.output}
+    graph = model.graph
+    inits = [numpy_helper.from_array(np.asarray(v), name) for name, v in known.items() if name in used]
+    new_graph = onnx.helper.make_graph(kept, graph.name, list(graph.input), list(graph.output), inits,
+                                       value_info=[])
+    out = onnx.helper.make_model(new_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    return out
+
+
+def _with_input_dims(model: object, shapes: dict[str, list[int]]) -> object:
+    import onnx
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for i in model.graph.input:
+        if i.name in shapes:
+            for d, v in zip(i.type.tensor_type.shape.dim, shapes[i.name]):
+                d.Clear()
+                d.dim_value = int(v)
+    return model
+
+
+def _static_shapes(model: object) -> dict[str, list[int]]:
+    out = {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            out[vi.name] = [d.dim_value for d in t.shape.dim]
+    return out
+
+
+def _fold(node: object, known: dict, static: dict, opsets: list) -> list | None:
+    """The node's output values when they are constant (None: keep the node)."""
+    if node.op_type in _NEVER_FOLD or node.domain not in ("", "ai.onnx") or any(a.g.node for a in node.attribute):
+        return None
+    if node.op_type == "Shape" and node.input[0] in static:
+        shape = np.array(static[node.input[0]], dtype=np.int64)
+        start, end = 0, None
+        for a in node.attribute:
+            start = a.i if a.name == "start" else start
+            end = a.i if a.name == "end" else end
+        return [shape[start:end]]
+    if node.op_type == "Size" and node.input[0] in static:
+        return [np.array(int(np.prod(static[node.input[0]])), dtype=np.int64)]
+    if not all(i == "" or i in known for i in node.input) or (not node.input and node.op_type != "Constant"):
+        return None
+    if any(np.asarray(known[i]).size > _MAX_FOLDED_ELEMENTS for i in node.input if i):
+        return None
+    try:
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+        inputs = [i for i in node.input if i]
+        graph = helper.make_graph(
+            [node], "fold",
+            [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(np.asarray(known[i]).dtype), None)
+             for i in inputs],
+            [helper.make_tensor_value_info(o, 0, None) for o in node.output])
+        evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=opsets))
+        values = evaluator.run(None, {i: known[i] for i in inputs})
+    except Exception:
+        return None
+    if any(np.asarray(v).size > _MAX_FOLDED_ELEMENTS for v in values):
+        return None
+    return list(values)
