@@ -308,7 +308,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
                                per_kernel=args.budget_per_kernel, top_n=args.top_n, cap=args.cap,
                                exclude_models=exclude, settings=MeasureSettings(repeat=args.repeat),
                                anchor_fallback=not args.no_anchor_fallback, untuned=not args.no_untuned,
-                               recommender=display_path(rec_dir))
+                               recommender=display_path(rec_dir), fallback_samples=args.fallback_samples)
     t = report["totals"]
     tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
     line = (f"{report['model']} on {report['target_key']}: {tuned * 1e3 if tuned else float('nan'):.2f} ms "
@@ -320,6 +320,9 @@ def cmd_transfer(args: argparse.Namespace) -> int:
           f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
           f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
           f"(+{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
+    share = t.get("time_share_default")
+    print(f"{t['kernels_via_samples']} kernels without a donor got design-space samples; {t['kernels_default']} "
+          f"kernels run unscheduled (plain loops): {'?' if share is None else f'{100 * share:.1f}%'} of kernel time")
     shipped = rec_dir / "heldout" / report["model"] / "report.json"
     if shipped.exists() and tuned:
         import json
@@ -371,7 +374,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     data = compare(args.model, target, bank_dir, rec_dir, out_dir, budgets=args.budgets, selectors=selectors,
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
-                   refine_s=args.refine_s, baselines=not args.no_baselines)
+                   refine_s=args.refine_s, fallback_samples=args.fallback_samples, baselines=not args.no_baselines)
     from .compare import format_compare
     print(format_compare(data))
     print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
@@ -522,6 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)
     tf.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
     shape_opt(tf)
+    tf.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
+                    metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design space "
+                                      "as candidates, so that no kernel is left as plain loops (default 4; 0: off)")
     budget = tf.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget", type=_non_negative_int, metavar="B",
                         help="candidate measurements in total, split across kernels by expected gain "
@@ -550,6 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
     cp.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
     shape_opt(cp)
+    cp.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
+                    metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design space "
+                                      "as candidates, so that no kernel is left as plain loops (default 4; 0: off)")
     cp.add_argument("--budgets", type=_budgets, default=(1, 2, 3, 5), help="per-kernel budgets (1,2,3,5)")
     cp.add_argument("--selectors", default="lgbm,random", help="selectors to compare (lgbm,random)")
     target_opt(cp)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .bank import bank_models, read_meta, unpack
 from .fileio import atomic_write_json, atomic_write_text, display_path, read_json
+from .model_import import split_spec
 from .measure import MeasureSettings, Measurer
-from .selection import KernelCandidates, Selector
+from .selection import KernelCandidates, Selector, ranked
 from .target import TargetSpec
 from .transfer.choice import KernelChoice
 from .transfer.database import write_database
@@ -71,8 +72,7 @@ def _orders(mr: ModelRun, found: dict[str, FoundCandidates], selector: Selector)
     for k in mr.kernels:
         f = found[k.name]
         rows = tuple(f.replayed_rows(mr.model.name))
-        out[k.name] = [f.valid[i] for i in selector.order(KernelCandidates((mr.model.name, k.name), rows, k.weight))] \
-            if rows else []
+        out[k.name] = [f.valid[i] for i in ranked(selector, KernelCandidates((mr.model.name, k.name), rows, k.weight))]
     return out
 
 
@@ -98,7 +98,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
             scratch_first_trials: int = 8, scratch_population: int = 512, refine_s: float = 0.0,
-            settings: MeasureSettings | None = None,
+            settings: MeasureSettings | None = None, fallback_samples: int = 4,
             baselines: bool = True, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
@@ -106,6 +106,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     here, take its recorded search time), "measure" (measure every remaining candidate now), "auto" (shipped
     if there is one), "skip". MetaSchedule from scratch runs until it matches the best budgeted latency or
     spends `scratch_cap_s` (default: `scratch_factor` x the search time of lgbm at k=3); 0 skips it.
+    A kernel without a donor that replays gets `fallback_samples` design-space samples as candidates (budgeted
+    methods only: the shipped exhaustive replay had none).
     """
     from .recommend import load_selector
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -118,10 +120,12 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                "threads": int(target.config.get("num-cores", 1)), "bank": display_path(bank_dir),
                                "bank_models": mr.index.models, "excluded_models": list(mr.exclude),
                                "recommender": display_path(recommender_dir), "budgets": list(budgets),
-                               "pool": {"top_n": top_n, "cap": cap}, "date": time.strftime("%Y-%m-%d")})
+                               "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples},
+                               "date": time.strftime("%Y-%m-%d")})
     with Measurer(target.config, settings) as measurer:
         t0 = time.perf_counter()
-        found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap)
+        found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,
+                                         samples=fallback_samples)
                  for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
         replay_s = time.perf_counter() - t0
         runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}

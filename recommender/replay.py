@@ -215,6 +215,58 @@ def replay_serialized(trace_json: list, source_mod_json: str, target_mod_json: s
     return {"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)}
 
 
+def sample_schedules(mod: object, target: object, n: int, seed: int = 0) -> list[Replayed]:
+    """Up to `n` schedules of `mod` drawn from MetaSchedule's own design space for it (each design space's
+    sampling instructions decided afresh), postprocessed and checked like a replayed candidate; no cost
+    model, no measurement. Draws that a postprocessor rejects are skipped (at most 4n draws)."""
+    from tvm.s_tir import Schedule, Trace
+    from tvm.s_tir import meta_schedule as ms
+
+    from .tvm_setup import load_tensor_intrinsics
+    load_tensor_intrinsics()
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=1,
+                         rand_state=seed + 1)
+    spaces = ctx.space_generator.generate_design_space(mod)
+    postprocs = list(ctx.space_generator.postprocs)
+    out, seen = [], set()
+    for draw in range(4 * n):
+        if len(out) == n or not spaces:
+            break
+        sch = Schedule(mod, seed=seed * 7919 + draw + 1, debug_mask="all")
+        try:
+            Trace(list(spaces[draw % len(spaces)].trace.insts), {}).apply_to_schedule(sch, remove_postproc=True)
+            r = _postprocess(sch, mod, target, postprocs)
+        except Exception:  # a draw that does not apply or that a postprocessor rejects
+            continue
+        key = json.dumps(r.trace_json)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0) -> list[Replayed]:
+    """sample_schedules run in one of `measurer`'s build workers; a draw that kills TVM costs only its worker
+    (no samples then)."""
+    import tvm
+
+    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
+    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "n": n, "seed": seed}
+    try:
+        out = measurer.call_isolated("recommender.replay:sample_serialized", kwargs, timeout_s)
+    except (WorkerTimeout, WorkerCrash, WorkerError):
+        return []
+    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
+
+
+def sample_serialized(mod_json: str, target_config: dict, n: int, seed: int) -> list[dict]:
+    """The worker side of sample_isolated."""
+    import tvm
+    target = _target(json.dumps(target_config, sort_keys=True))
+    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)}
+            for r in sample_schedules(_load_mod(mod_json), target, n, seed)]
+
+
 _SAVED: dict[int, tuple[object, str]] = {}  # id(mod) -> (mod, its JSON); the mod is kept so its id stays its own
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-# how a candidate's source matches the target kernel
-CLASS, ANCHOR, DEFAULT = "class", "anchor", "default"
+# how a candidate's source matches the target kernel (SAMPLED: no donor replayed; drawn from the kernel's own
+# MetaSchedule design space, the fallback that keeps a kernel from running as plain loops)
+CLASS, ANCHOR, DEFAULT, SAMPLED = "class", "anchor", "default", "sampled"
 
 # statuses: OK, or why a candidate has no latency
 OK = "ok"

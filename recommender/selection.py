@@ -4,7 +4,8 @@ A selector orders one kernel's replayed candidates, best first; it reads rows an
 objects, so the same code scores offline against the measured matrix and runs online unchanged.
 - `MeasureAll`: the order candidates came in (exhaustive replay measures them all);
 - `RandomK`: a seeded random order (what measuring k arbitrary candidates gets);
-- `Ranked`: a trained ranker's order, with candidates known to fail (featurize.validity) last.
+- `Ranked`: a trained ranker's order, with candidates known to fail (featurize.validity) last;
+- `ranked(selector, kernel)`: what callers use; design-space samples keep their draw order.
 
 `split_budget` gives each kernel its number of measurements: every kernel with candidates gets its top-1
 while the budget allows, in order of expected gain; the rest goes one measurement at a time to the kernel
@@ -22,7 +23,7 @@ import numpy as np
 
 from featurize.validity import demote_known_failures
 
-from .rows import CandidateRow
+from .rows import SAMPLED, CandidateRow
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,16 @@ class Ranked:
         if not kernel.rows:
             return []
         return [int(i) for i in np.argsort(-self.scores(kernel), kind="stable")]
+
+
+def ranked(selector: Selector, kernel: KernelCandidates) -> list[int]:
+    """The selector's order of a kernel's candidates; design-space samples (the fallback where no donor
+    replays, match SAMPLED) keep their draw order: no ranker was trained on them."""
+    if not kernel.rows:
+        return []
+    if all(r.match == SAMPLED for r in kernel.rows):
+        return list(range(len(kernel.rows)))
+    return selector.order(kernel)
 
 
 def split_budget(kernels: Sequence[KernelCandidates], budget: int | None = None,

@@ -21,7 +21,7 @@ from ..fileio import atomic_write_json, atomic_write_text, display_path
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..rows import CandidateRow
-from ..selection import KernelCandidates, Selector, split_budget
+from ..selection import KernelCandidates, Selector, ranked, split_budget
 from ..target import TargetSpec
 from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
@@ -49,9 +49,11 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
                       budget: int | None = None, per_kernel: int | None = None, top_n: int = 3, cap: int | None = 48,
                       exclude_models: tuple[str, ...] = (), settings: MeasureSettings | None = None,
                       anchor_fallback: bool = True, untuned: bool = True, recommender: str = "",
-                      log=None) -> dict:
+                      fallback_samples: int = 4, log=None) -> dict:
     """Transfer-tune a model measuring only what `selector` ranks first: `per_kernel` candidates per kernel,
-    or a total `budget` split by expected gain. Returns (and writes) the report (report.json, report.md)."""
+    or a total `budget` split by expected gain. A kernel that no donor replays on gets `fallback_samples`
+    design-space samples as its candidates (in draw order, under the same budget). Returns (and writes) the
+    report (report.json, report.md)."""
     from .driver import stderr_log
     log = log or stderr_log
     if (budget is None) == (per_kernel is None):
@@ -60,13 +62,13 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     name = mr.model.name
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-           "selector": selector.name, "budget": budget, "per_kernel": per_kernel}
+           "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples}
     t_start = time.perf_counter()
     with locked(out_dir, f"transfer {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz")
         with Measurer(target.config, settings) as measurer:
-            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback)
+            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples)
             plan = _plan(mr, bank_dir, rows, found, selector, budget, per_kernel)
             choices: list[KernelChoice] = []
             try:
@@ -91,13 +93,14 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
 
 
 def _candidates(mr: ModelRun, rows: RowFile, measurer: Measurer, top_n: int, cap: int | None,
-                anchor_fallback: bool) -> dict[str, FoundCandidates]:
+                anchor_fallback: bool, samples: int = 0) -> dict[str, FoundCandidates]:
     """Replay the donors of every kernel not finished yet (the split of a total budget needs them all)."""
     import sys
 
     from tqdm import tqdm
     todo = [k for k in mr.kernels if k.name not in rows.by_kernel]
-    return {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap, anchor_fallback)
+    return {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap, anchor_fallback,
+                                    samples)
             for k in tqdm(todo, desc=f"candidates {mr.model.name}", unit="kernel", file=sys.stderr, disable=not todo)}
 
 
@@ -118,7 +121,7 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
         kc = KernelCandidates((mr.model.name, k.name), tuple(replayed), k.weight,
                               expected_gain(k, replayed, source_flops))
         kernels.append(kc)
-        order[k.name] = [index[i] for i in selector.order(kc)] if replayed else []
+        order[k.name] = [index[i] for i in ranked(selector, kc)]
     counts = split_budget(kernels, budget=budget, per_kernel=per_kernel)
     plan = {name: _take(order[name], counts[(mr.model.name, name)]) for name in order}
     return {name: (p, _replacements(order[name], p)) for name, p in plan.items()}
@@ -147,8 +150,8 @@ def _measure(found: FoundCandidates, planned: tuple[list[int], list[int]], measu
     if plan and plan[0] < 0:
         return measure_kernel(found, measurer, mr.tvm_target, selected=[-plan[0] - 1], measure_default=False,
                               settings=CHECK_ONLY)
-    if not plan:  # no candidate replayed: nothing to measure, the kernel keeps its default
-        return measure_kernel(found, measurer, mr.tvm_target, selected=[], measure_default=False)
+    if not plan:  # no candidate: the kernel keeps its default, timed for the report's share of plain loops
+        return measure_kernel(found, measurer, mr.tvm_target, selected=[])
     return measure_kernel(found, measurer, mr.tvm_target, selected=plan, replacements=replacements)
 
 
@@ -176,8 +179,12 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     return {"model": mr.model.name, "spec": mr.spec, "target_key": mr.target.key, "target": mr.target.config,
             "bank": display_path(bank_dir), "recommender": recommender, **{k: run[k] for k in (
                 "bank_models", "excluded_models", "top_n", "cap", "anchor_fallback", "selector", "budget",
-                "per_kernel")},
+                "per_kernel", "fallback_samples")},
             "kernels": kernels, "totals": t}
+
+
+def _pct(share: float | None) -> str:
+    return "?" if share is None else f"{100 * share:.1f}%"
 
 
 def format_report(report: dict) -> str:
@@ -196,7 +203,11 @@ def format_report(report: dict) -> str:
         f"- {t['measurements']} candidate measurements and {t['defaults_measured']} defaults measured, "
         f"{t['checked_only']} candidates checked only, out of {t['replayed_candidates']} replayed; "
         f"{t['records_written']} schedules written; FLOP coverage {100 * t['flop_coverage_chosen']:.1f}% chosen, "
-        f"{100 * t['flop_coverage_valid']:.1f}% with a valid candidate", "",
+        f"{100 * t['flop_coverage_valid']:.1f}% with a valid candidate "
+        f"({100 * t.get('flop_coverage_transferred', t['flop_coverage_valid']):.1f}% transferred, "
+        f"{t.get('kernels_via_samples', 0)} kernels from design-space samples)",
+        f"- {t.get('kernels_default', '?')} kernels run their default (unscheduled) version: "
+        f"{_pct(t.get('time_share_default'))} of the kernels' measured time", "",
         "| search s | replay | featurize | predict | build (wall) | build (CPU, summed) | run | final compile |",
         "|---|---|---|---|---|---|---|---|",
         f"| {t['search_s']} | {t['replay_s']} | {t['featurize_s']} | {t['predict_s']} | {t['build_wall_s']} | "

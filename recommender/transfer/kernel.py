@@ -11,12 +11,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..candidates import BankIndex, Candidate, replay_candidates
+from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..replay import apply_replayed
-from ..rows import ANCHOR, CLASS, OK, CandidateRow
+from ..replay import apply_replayed, sample_isolated
+from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from .choice import KernelChoice, best_row, candidate_row, set_chosen, tally
+
+
+DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates
 
 
 @dataclass
@@ -40,8 +43,10 @@ class FoundCandidates:
 
 
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
-                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True) -> FoundCandidates:
-    """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker)."""
+                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
+                    samples: int = 0) -> FoundCandidates:
+    """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker). Where
+    none replays, up to `samples` schedules drawn from the kernel's own design space stand in (SAMPLED)."""
     t0 = time.perf_counter()
     cands: list[Candidate] = []
     match = None
@@ -52,7 +57,18 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
             match = m
         if any(c.status == OK for c in cands):
             break
+    if samples and not any(c.status == OK for c in cands):
+        drawn = sampled_candidates(kernel, measurer, samples)
+        if drawn:
+            cands, match = cands + drawn, SAMPLED
     return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
+
+
+def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
+    """Up to `n` design-space samples of the kernel as candidates (source: the kernel itself, rank = draw)."""
+    return [Candidate(SourceSchedule(DESIGN_SPACE, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
+                                     match=SAMPLED), r, OK)
+            for i, r in enumerate(sample_isolated(measurer, kernel.mod, n))]
 
 
 def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,

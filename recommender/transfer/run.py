@@ -13,7 +13,7 @@ from ..fileio import atomic_write_json, read_json
 from ..kernels import Kernel, extract_kernels
 from ..measure import Measurer
 from ..model_import import ImportedModel, import_model
-from ..rows import ANCHOR, CLASS
+from ..rows import ANCHOR, CLASS, SAMPLED
 from ..target import TargetSpec
 from .choice import KernelChoice
 from .database import write_database
@@ -84,6 +84,17 @@ def finish(choices: list[KernelChoice], run: ModelRun, measurer: Measurer, out_d
     return ModelTiming(n_records, tuned, plain, compile_s)
 
 
+def default_time(choices: list[KernelChoice]) -> dict:
+    """How much of the kernels' time (weight x latency, summed) runs in their default, unscheduled version
+    (plain loops): kernels with no schedule chosen, whether none replayed or none beat the default. Kernels
+    whose latency is unknown (a check-only run) are left out of both sums."""
+    known = [c for c in choices if c.latency_s is not None]
+    total = sum(c.kernel.weight * c.latency_s for c in known)
+    plain = [c for c in known if not c.chosen]
+    return {"kernels_default": sum(1 for c in choices if not c.chosen),
+            "time_share_default": round(sum(c.kernel.weight * c.latency_s for c in plain) / total, 4) if total else None}
+
+
 def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTiming, import_s: float) -> dict:
     """The report's totals: counts, FLOP coverage, seconds, model latencies. `build_s` sums the parallel
     build workers (CPU side); `build_wall_s` is the wall time the builds took."""
@@ -99,6 +110,10 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "flop_coverage_class_only": by_class / flops if flops else 0.0,
         "flop_coverage_valid": transferable / flops if flops else 0.0,
         "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
+        "kernels_via_samples": sum(1 for c in choices if c.valid and c.match == SAMPLED),
+        "flop_coverage_transferred": sum(c.kernel.total_flops for c in choices if c.valid and c.match in (CLASS, ANCHOR))
+        / flops if flops else 0.0,
+        **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,
         "import_s": round(import_s, 2),
         "search_s": round(sum(c.wall_s for c in choices), 2),
