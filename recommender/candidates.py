@@ -19,7 +19,7 @@ from featurize.tir_structure import anchor_key, class_key
 from .bank import BankError, bank_models, read_meta, read_records
 from .kernels import Kernel
 from .measure.args import kernel_args
-from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated, replay_trace
+from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated_many, replay_trace
 from .rows import ANCHOR, CLASS, OK  # CLASS, ANCHOR: how a source matches the target kernel (also imported from here)
 
 
@@ -143,19 +143,18 @@ def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: obj
     """Replay each source onto the kernel; identical replayed traces are kept once (the first source).
     With `isolated` (a Measurer), each replay runs in its build worker: one that crashes TVM or hangs
     becomes a failed candidate (replay_crash, replay_timeout) and the next goes on in a fresh worker."""
-    from .replay import postprocs_for
-    postprocs = postprocs_for(kernel.mod, target) if isolated is None else None
+    if isolated is not None:  # in the build workers, in parallel
+        replays = replay_isolated_many(isolated, [(s.trace_json, s.source_mod, s.match == ANCHOR) for s in sources],
+                                       kernel.mod)
+    else:
+        from .replay import postprocs_for
+        postprocs = postprocs_for(kernel.mod, target) if sources else None
+        replays = [_replay_here(s, kernel, target, postprocs) for s in sources]
     seen: set[str] = set()
     out = []
-    for src in sources:
-        try:
-            if isolated is not None:
-                r = replay_isolated(isolated, src.trace_json, src.source_mod, kernel.mod, anchor=src.match == ANCHOR)
-            else:
-                replay = replay_anchor_trace if src.match == ANCHOR else replay_trace
-                r = replay(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
-        except ReplayFailure as err:
-            out.append(Candidate(src, None, err.reason, err.message))
+    for src, r in zip(sources, replays):
+        if isinstance(r, ReplayFailure):
+            out.append(Candidate(src, None, r.reason, r.message))
             continue
         fingerprint = json.dumps(r.trace_json, sort_keys=True)
         if fingerprint in seen:
@@ -163,3 +162,12 @@ def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: obj
         seen.add(fingerprint)
         out.append(Candidate(src, r, OK))
     return out
+
+
+def _replay_here(src: SourceSchedule, kernel: Kernel, target: object, postprocs: list | None) -> object:
+    """A replay in this process: the Replayed, or the ReplayFailure it ended with."""
+    replay = replay_anchor_trace if src.match == ANCHOR else replay_trace
+    try:
+        return replay(src.trace_json, src.source_mod, kernel.mod, target, postprocs)
+    except ReplayFailure as err:
+        return err

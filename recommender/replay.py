@@ -175,34 +175,38 @@ def _apply_checked(trace_json: list, target_mod: object, target: object, postpro
     return _postprocess(sch, target_mod, target, postprocs)
 
 
-def replay_isolated(measurer: object, trace_json: list, source_mod: object, target_mod: object,
-                    anchor: bool = False, timeout_s: float = 120.0) -> Replayed:
-    """replay_trace (or replay_anchor_trace) run in one of `measurer`'s build workers, for its target
-    (Measurer.call_isolated): a replay that kills TVM or runs past `timeout_s` raises ReplayFailure
-    (replay_crash, replay_timeout) and costs only that worker. The result holds the module, not a
-    Schedule; apply_replayed(result.trace_json, ...) rebuilds the Schedule where one is needed."""
+def replay_isolated_many(measurer: object, sources: list[tuple[list, object, bool]], target_mod: object,
+                         timeout_s: float = 120.0) -> list:
+    """replay_trace (or, with anchor set, replay_anchor_trace) of each (trace_json, source_mod, anchor) onto
+    `target_mod`, run in `measurer`'s build workers, spread over them (Measurer.call_isolated_many); in
+    order, each a Replayed or the ReplayFailure it ended with. A replay that kills TVM or runs past
+    `timeout_s` is a failure (replay_crash, replay_timeout) and costs only its worker. A Replayed holds
+    the module, not a Schedule: apply_replayed(r.trace_json, ...) rebuilds the Schedule where needed."""
     import tvm
 
-    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
-    kwargs = {"trace_json": trace_json, "source_mod_json": _saved_json(source_mod),
-              "target_mod_json": _saved_json(target_mod), "target_config": measurer.target_config,
-              "anchor": anchor}
-    try:
-        out = measurer.call_isolated("recommender.replay:replay_serialized", kwargs, timeout_s)
-    except WorkerTimeout as err:
-        raise ReplayFailure(REPLAY_TIMEOUT, f"replay hung: {err}") from None
-    except WorkerCrash as err:
-        raise ReplayFailure(REPLAY_CRASH, f"replay killed its process ({err})") from None
-    except WorkerError as err:
-        raise ReplayFailure(REPLAY_ERROR, str(err).splitlines()[0]) from None
-    if "reason" in out:
-        raise ReplayFailure(out["reason"], out["message"])
-    return Replayed(mod=tvm.ir.load_json(out["mod_json"]), trace_json=out["trace_json"])
+    from .measure.pool import WorkerCrash, WorkerTimeout
+    target_json = _saved_json(target_mod)
+    jobs = [{"trace_json": trace_json, "source_mod_json": _saved_json(source_mod), "target_mod_json": target_json,
+             "target_config": measurer.target_config, "anchor": anchor} for trace_json, source_mod, anchor in sources]
+    outs = measurer.call_isolated_many("recommender.replay:replay_serialized", jobs, timeout_s)
+    results = []
+    for out in outs:
+        if isinstance(out, WorkerTimeout):
+            results.append(ReplayFailure(REPLAY_TIMEOUT, f"replay hung: {out}"))
+        elif isinstance(out, WorkerCrash):
+            results.append(ReplayFailure(REPLAY_CRASH, f"replay killed its process ({out})"))
+        elif isinstance(out, BaseException):
+            results.append(ReplayFailure(REPLAY_ERROR, (str(out).splitlines() or [type(out).__name__])[0]))
+        elif "reason" in out:
+            results.append(ReplayFailure(out["reason"], out["message"]))
+        else:
+            results.append(Replayed(mod=tvm.ir.load_json(out["mod_json"]), trace_json=out["trace_json"]))
+    return results
 
 
 def replay_serialized(trace_json: list, source_mod_json: str, target_mod_json: str, target_config: dict,
                       anchor: bool) -> dict:
-    """The worker side of replay_isolated, on serialized inputs: {"trace_json", "mod_json"} or
+    """The worker side of replay_isolated_many, on serialized inputs: {"trace_json", "mod_json"} or
     {"reason", "message"}. Modules and postprocessors are cached, as one kernel's sources come in a row."""
     import tvm
     source_mod, target_mod = _load_mod(source_mod_json), _load_mod(target_mod_json)

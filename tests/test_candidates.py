@@ -63,6 +63,15 @@ class _FaultyWorkers:
             return self.measurer.call_isolated("recommender.measure.worker:abort", {}, timeout_s)
         return self.measurer.call_isolated(function, kwargs, timeout_s)
 
+    def call_isolated_many(self, function: str, kwargs_list: list, timeout_s: float) -> list:
+        out = []
+        for kwargs in kwargs_list:
+            try:
+                out.append(self.call_isolated(function, kwargs, timeout_s))
+            except Exception as err:  # as Measurer.call_isolated_many hands it back
+                out.append(err)
+        return out
+
 
 def test_isolated_replay_matches_in_process_and_a_crash_or_hang_costs_one_candidate(bank_and_new_model, target):
     import copy

@@ -119,43 +119,52 @@ class Measurer:
         os.makedirs(folder, exist_ok=True)
         return os.path.join(folder, f"cand-{n}.so")  # unique name: RPC uploads share one remote folder
 
-    def build(self, mods: list[object]) -> list[tuple[str | None, str, str, float]]:
-        """Build each module in parallel workers: [(artifact path or None, status, error, seconds)]."""
-        import tvm
-        jobs: Queue = Queue()
-        for i, mod in enumerate(mods):
-            jobs.put((i, tvm.ir.save_json(mod)))
-        results: list = [None] * len(mods)
+    def _in_parallel(self, jobs: list, work) -> list:
+        """work(handle, job) for each job, spread over the build workers (one thread each); results in
+        job order. `work` must return a result for every job (it catches its own errors)."""
+        queue: Queue = Queue()
+        for i, job in enumerate(jobs):
+            queue.put((i, job))
+        results: list = [None] * len(jobs)
 
         def drain(handle: WorkerHandle) -> None:
             while True:
                 try:
-                    i, mod_json = jobs.get_nowait()
+                    i, job = queue.get_nowait()
                 except Empty:
                     return
-                path = self._artifact_path()
-                t0 = time.perf_counter()
-                try:
-                    handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path},
-                                self.settings.build_timeout_s)
-                    results[i] = (path, OK, "", time.perf_counter() - t0)
-                except WorkerError as err:
-                    os.rmdir(os.path.dirname(path))
-                    results[i] = (None, BUILD_ERROR, str(err), time.perf_counter() - t0)
-                except WorkerTimeout as err:
-                    results[i] = (None, TIMEOUT, f"build: {err}", time.perf_counter() - t0)
-                except WorkerCrash as err:
-                    results[i] = (None, CRASH, f"build: {err}", time.perf_counter() - t0)
-                except Exception as err:  # never leave a candidate without a result
-                    results[i] = (None, CRASH, f"build: {type(err).__name__}: {err}", time.perf_counter() - t0)
+                results[i] = work(handle, job)
 
         threads = [threading.Thread(target=drain, args=(h,), daemon=True)
-                   for h in self._builders[:max(1, min(len(mods), len(self._builders)))]]
+                   for h in self._builders[:max(1, min(len(jobs), len(self._builders)))]]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         return results
+
+    def build(self, mods: list[object]) -> list[tuple[str | None, str, str, float]]:
+        """Build each module in parallel workers: [(artifact path or None, status, error, seconds)]."""
+        import tvm
+
+        def build_one(handle: WorkerHandle, mod_json: str) -> tuple:
+            path = self._artifact_path()
+            t0 = time.perf_counter()
+            try:
+                handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path},
+                            self.settings.build_timeout_s)
+                return path, OK, "", time.perf_counter() - t0
+            except WorkerError as err:
+                os.rmdir(os.path.dirname(path))
+                return None, BUILD_ERROR, str(err), time.perf_counter() - t0
+            except WorkerTimeout as err:
+                return None, TIMEOUT, f"build: {err}", time.perf_counter() - t0
+            except WorkerCrash as err:
+                return None, CRASH, f"build: {err}", time.perf_counter() - t0
+            except Exception as err:  # never leave a candidate without a result
+                return None, CRASH, f"build: {type(err).__name__}: {err}", time.perf_counter() - t0
+
+        return self._in_parallel([tvm.ir.save_json(mod) for mod in mods], build_one)
 
     # -- timing ----------------------------------------------------------------------------------
     def time_artifact(self, path: str, args_info: list, seed: int = 0,
@@ -244,6 +253,16 @@ class Measurer:
         Raises WorkerCrash or WorkerTimeout if it kills or hangs that worker, which is then replaced,
         and WorkerError with the message if it raises."""
         return self._builders[0].call("call", {"function": function, "kwargs": kwargs}, timeout_s)
+
+    def call_isolated_many(self, function: str, kwargs_list: list[dict], timeout_s: float) -> list:
+        """call_isolated for each kwargs, spread over the build workers; in order, each item the result or
+        the exception it raised (WorkerCrash, WorkerTimeout, WorkerError)."""
+        def call_one(handle: WorkerHandle, kwargs: dict) -> object:
+            try:
+                return handle.call("call", {"function": function, "kwargs": kwargs}, timeout_s)
+            except Exception as err:  # WorkerCrash, WorkerTimeout, WorkerError; never leave a job without one
+                return err
+        return self._in_parallel(kwargs_list, call_one)
 
     def describe(self) -> dict:
         return {"target": self.target_config, "settings": self.settings.to_json(),
