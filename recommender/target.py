@@ -53,6 +53,18 @@ def host_mcpu() -> str:
 NO_GATHER = ["+prefer-no-gather", "+prefer-no-scatter"]
 
 
+def cpu_name() -> str:
+    """The host CPU's model name (from /proc/cpuinfo), for tables that say where they were measured."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or "unknown"
+
+
 def host_cpu_flags() -> set[str]:
     """The host's CPU feature flags (from /proc/cpuinfo; empty where it cannot be read)."""
     try:

@@ -19,7 +19,7 @@ from recommender.errors import run_script
 from recommender.fileio import atomic_write_json, read_json
 from recommender.measure import MeasureSettings, Measurer
 from recommender.model_import import import_model
-from recommender.target import parse_target
+from recommender.target import cpu_name, parse_target
 from recommender.zoo import ZOO, build_zoo_model
 
 
@@ -48,7 +48,9 @@ def main() -> None:
             t0 = time.time()
             model = import_model(meta["spec"], target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
-            row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values())}
+            row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values()),
+                   "target": target.config, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+                   "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}}
             untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)
             row["tvm_untuned_ms"] = untuned.median * 1e3 if untuned.ok else None
             with tempfile.TemporaryDirectory() as scratch:

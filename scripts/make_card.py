@@ -6,24 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 
 from recommender.bank import bank_models, read_meta, repo_models_dir
 from recommender.bank_info import model_summary
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_text, read_json
-from recommender.target import parse_target
+from recommender.target import cpu_name, parse_target
 from training.report import rankers_markdown
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _fmt(x: object) -> str:
@@ -50,7 +39,7 @@ def main() -> None:
     target = parse_target(args.target)
     root = repo_models_dir() / target.key
     lines = [f"# {target.key}: bank and references", "",
-             f"Target: `{json.dumps(target.config)}`; CPU: {_cpu_name()}.", ""]
+             f"Target: `{json.dumps(target.config)}`; CPU: {cpu_name()}.", ""]
     coverage: dict[str, str] = {}
     for kind in ("bank", "reference"):
         if not (root / kind).is_dir():
@@ -83,7 +72,7 @@ def main() -> None:
                   "The same input, one run per model (`python scripts/latency_table.py --redo`). Tuned TVM uses the "
                   "model's own records (bank or reference) and is the median of 7 repeats of at least 200 ms; PyTorch "
                   "and ONNX Runtime the median of 5 repeats of at least 200 ms; untuned TVM (no schedule: plain loops) the median of 3 runs. "
-                  "Threads: the target's cores for all four. Only the kernels that hold at least the minimum FLOP "
+                  f"{_measured_with(lat, target)} Only the kernels that hold at least the minimum FLOP "
                   "share were tuned; the others run TVM's default code (plain loops), so a model with many small "
                   "kernels can stay slower than PyTorch even where its big kernels are fast. The `tuned` column says "
                   "how many kernels were tuned and what share of the model's FLOPs they hold.", "",
@@ -101,6 +90,27 @@ def main() -> None:
         lines += [section, ""]
     atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
     print(f"wrote {root / 'card.md'}")
+
+
+def _measured_with(lat: dict, target: object) -> str:
+    """Which target string and thread counts the latency columns used, from what each row recorded (rows
+    timed before it was recorded: the script's fixed setting then, the folder's target and its cores)."""
+    groups: dict[str, list[str]] = {}
+    for name, r in lat.items():
+        if "target" in r and "threads" in r:
+            t = r["threads"]
+            key = (f"TVM (both columns) with target `{json.dumps(r['target'], sort_keys=True)}` and {t['tvm']} "
+                   f"threads, PyTorch with {t['pytorch']} threads, ONNX Runtime with {t['onnxruntime']} intra-op "
+                   f"threads, on {r.get('cpu', 'an unnamed CPU')}")
+        else:
+            cores = target.config.get("num-cores", "?")
+            key = (f"TVM (both columns) with this folder's target `{json.dumps(target.config, sort_keys=True)}` and "
+                   f"{cores} threads, PyTorch and ONNX Runtime with {cores} threads (the script's fixed setting when "
+                   f"these rows were timed, before each row recorded its own)")
+        groups.setdefault(key, []).append(name)
+    if len(groups) == 1:
+        return f"Measured with {next(iter(groups))}."
+    return " ".join(f"{', '.join(names)}: {how}." for how, names in groups.items())
 
 
 if __name__ == "__main__":
