@@ -59,3 +59,13 @@ def test_ranked_orders_by_the_ranker_and_puts_known_failures_last():
         CandidateRow(**{**r.__dict__, "source_rank": 5 + i}) for i, r in enumerate(good.rows)))
     assert Ranked(_ByRank(), featurize).order(mixed) == [3, 4, 0, 1, 2]
     assert Ranked(_ByRank(), featurize, validity=False).order(mixed) == [0, 1, 2, 3, 4]
+
+
+def test_design_space_samples_keep_their_draw_order_under_every_selector():
+    from recommender.selection import ranked
+    samples, transferred = _kernel("ln", 5, match="sampled"), _kernel("mm", 6)
+    for selector in (RandomK(seed=3), MeasureAll()):
+        assert ranked(selector, samples) == [0, 1, 2, 3, 4]
+        assert ranked(selector, transferred) == selector.order(transferred)
+    assert ranked(RandomK(seed=3), transferred) != list(range(6))
+    assert ranked(RandomK(seed=3), _kernel("none", 0)) == []
