@@ -69,3 +69,21 @@ def test_design_space_samples_keep_their_draw_order_under_every_selector():
         assert ranked(selector, transferred) == selector.order(transferred)
     assert ranked(RandomK(seed=3), transferred) != list(range(6))
     assert ranked(RandomK(seed=3), _kernel("none", 0)) == []
+
+
+def test_cap_spreads_the_pool_across_donor_models_best_ranks_first():
+    """--cap keeps every donor model represented: rank 0 of each model first (fastest source first), then
+    rank 1 of each, ...; the model's own records and excluded models never come back."""
+    from recommender.candidates import BankIndex, SourceSchedule
+    from recommender.kernels import Kernel
+    key = "matmul/s2r1:@matmul+add"
+    index = BankIndex.__new__(BankIndex)
+    latency = {"a": 3e-3, "b": 1e-3, "c": 2e-3, "me": 1e-4}
+    index.by_class = {key: [SourceSchedule(m, f"{m}_k", r, latency[m] * (1 + r), [[], []], None, key)
+                            for m in ("a", "b", "c", "me") for r in range(3)]}
+    index.by_anchor = {}
+    kernel = Kernel("t", 1, 1.0, key, [((4, 4), "float32")])
+    picked = index.sources_for(kernel, top_n=3, exclude_models=("me",), cap=5)
+    assert [(s.model, s.rank) for s in picked] == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1)]
+    assert len(index.sources_for(kernel, top_n=2, exclude_models=("me",))) == 6
+    assert [s.rank for s in index.sources_for(kernel, top_n=1, exclude_models=("me", "a"))] == [0, 0]
