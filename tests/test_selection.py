@@ -72,8 +72,8 @@ def test_design_space_samples_keep_their_draw_order_under_every_selector():
 
 
 def test_cap_spreads_the_pool_across_donor_models_best_ranks_first():
-    """--cap keeps every donor model represented: rank 0 of each model first (fastest source first), then
-    rank 1 of each, ...; the model's own records and excluded models never come back."""
+    """--cap keeps every donor model represented: rank 0 of each model first, then rank 1
+    of each, ...; the model's own records and excluded models never come back."""
     from recommender.candidates import BankIndex, SourceSchedule
     from recommender.kernels import Kernel
     key = "matmul/s2r1:@matmul+add"
