@@ -72,5 +72,25 @@ def hangs(a: T.Buffer((16,), "float32"), b: T.Buffer((16,), "float32")):
             b[0] = b[0] + a[(vi + vj) % 16]
 
 
+@T.prim_func(s_tir=True)
+def take_rows(table: T.Buffer((100, 8), "float32"), ids: T.Buffer((16,), "int64"),
+              out: T.Buffer((16, 8), "float32")):
+    """An embedding lookup: out[i] = table[ids[i]] (ids clamped to the table, as TVM's take does)."""
+    for i, j in T.grid(16, 8):
+        with T.sblock("take"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            out[vi, vj] = table[T.min(T.max(T.int64(0), ids[vi]), T.int64(99)), vj]
+
+
+@T.prim_func(s_tir=True)
+def take_rows_wrong(table: T.Buffer((100, 8), "float32"), ids: T.Buffer((16,), "int64"),
+                    out: T.Buffer((16, 8), "float32")):
+    """Same signature, but always reads row 0: right only when every id is 0."""
+    for i, j in T.grid(16, 8):
+        with T.sblock("take"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            out[vi, vj] = table[T.min(T.max(T.int64(0), ids[vi] * T.int64(0)), T.int64(99)), vj]
+
+
 def as_mod(func) -> tvm.IRModule:
     return tvm.IRModule({"main": func})

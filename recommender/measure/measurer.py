@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
-from .args import kernel_args
+from .args import index_bounds, kernel_args
 from ..errors import SchedrecError
 # candidate status values: defined once with the rows that record them, importable from here too
 from ..rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
@@ -204,12 +204,15 @@ class Measurer:
             ref_path, ref_status, ref_error, _ = built.pop()
             if ref_path is None:
                 raise SchedrecError(f"the reference (unscheduled) kernel does not build: {ref_status}: {ref_error}")
+        bounds = index_bounds(reference) if reference is not None else None
         out = []
         for i, (path, status, error, build_s) in enumerate(built):
             if path is None:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
             info = args_infos[i] if args_infos is not None else kernel_args(mods[i])
+            if bounds and any(b is not None for b in bounds) and len(bounds) == len(info):
+                info = [[list(shape), dtype, b] for (shape, dtype, *_), b in zip(info, bounds)]
             r = self.time_artifact(path, info, reference_path=ref_path, settings=settings)
             r.build_s = build_s
             out.append(r)

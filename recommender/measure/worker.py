@@ -53,20 +53,24 @@ def _time_model(payload: dict) -> list[float]:
 
 
 def _random_args(args_info: list, seed: int, dev: object) -> list:
-    """Inputs for timing: uniform floats; integer arguments are zeros so that index inputs stay in range."""
+    """Inputs for timing and the output check: uniform floats; integer arguments are random indices below
+    their bound where the kernel uses them as indices (`args_info` entries [shape, dtype, bound]), else zeros
+    (so that index inputs stay in range)."""
     import numpy as np
     import tvm
     rng = np.random.default_rng(seed)
     out = []
     if os.environ.get("SCHEDREC_ARG_FILL") == "tvm_random_fill":  # as MetaSchedule's LocalRunner (probe)
         fill = tvm.get_global_func("tvm.contrib.random.random_fill")
-        for shape, dtype in args_info:
+        for shape, dtype, *_ in args_info:
             t = tvm.runtime.empty(shape, dtype, dev)
             fill(t)
             out.append(t)
         return out
-    for shape, dtype in args_info:
-        if dtype.startswith(("int", "uint", "bool")):
+    for shape, dtype, *bound in args_info:
+        if dtype.startswith(("int", "uint")) and bound and bound[0]:  # indices into a tensor of that extent
+            arr = rng.integers(0, bound[0], size=shape).astype(dtype)
+        elif dtype.startswith(("int", "uint", "bool")):
             arr = np.zeros(shape, dtype=dtype)
         else:
             arr = rng.uniform(-1, 1, size=shape).astype(dtype)
@@ -148,8 +152,8 @@ def _check(lib: object, payload: dict, dev: object) -> None:
     theirs = _random_args(payload["args_info"], seed, dev)
     lib["main"](*ours)
     ref["main"](*theirs)
-    for i, (a, b, (_, dtype)) in enumerate(zip(ours, theirs, payload["args_info"])):
-        ok, worst = close_enough(a.numpy(), b.numpy(), dtype)
+    for i, (a, b, info) in enumerate(zip(ours, theirs, payload["args_info"])):
+        ok, worst = close_enough(a.numpy(), b.numpy(), info[1])
         if not ok:
             raise WrongResult(f"argument {i} differs from the reference (max abs diff {worst:.3g})")
 
