@@ -37,6 +37,8 @@ def test_tuning_writes_a_metaschedule_bank(bank, target):
     assert meta["target_key"] == target.key and meta["measurer"]["repeat"] == 3
     workloads, records = read_records(folder)
     assert len(workloads) == 1 and len(records) == 4
+    assert k["best_s"] == pytest.approx(min(r.latency for r in records if r.ok), rel=1e-6)
+    assert k["valid"] == sum(1 for r in records if r.ok)
     assert all(len(r.run_secs) == 3 for r in records if r.ok)
     assert not (folder / RECORD_FILE).exists() and (folder / (RECORD_FILE + ".gz")).exists()
 
@@ -129,6 +131,10 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
         tuned = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "db"))
     assert untuned.ok and tuned.ok, (untuned.error, tuned.error)
     assert len(untuned.costs) == 3 and untuned.median > 0 and tuned.median > 0
+    # the database is read, not ignored: one that is not there fails the build
+    with Measurer(target.config, FAST) as m:
+        missing = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "no-database"))
+    assert missing.status == "build_error" and "no-database" in missing.error, (missing.status, missing.error)
 
 
 def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx_file, tmp_path):

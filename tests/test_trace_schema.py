@@ -13,22 +13,27 @@ SHIPPED = sorted(repo_models_dir().glob("*/bank/*/meta.json"))
 
 
 @pytest.mark.skipif(not SHIPPED, reason="no shipped bank in this checkout")
-def test_every_shipped_bank_trace_and_matrix_row_passes():
-    n = 0
-    for meta in SHIPPED:
-        _, records = read_records(meta.parent)
-        for r in records:
-            check_trace(r.trace_json)
-        n += len(records)
-    rows = 0
-    for path in repo_models_dir().glob("*/transfer/*.jsonl.gz"):
-        with gzip.open(path, "rt") as f:
-            for line in f:
-                trace = json.loads(line).get("trace")
-                if trace:
-                    check_trace(trace)
-                    rows += 1
-    assert n > 1000 and rows > 1000
+def test_every_shipped_trace_passes_bank_reference_matrix_and_heldout():
+    """Every trace the project ships: bank and long-reference records, transfer-matrix and held-out rows."""
+    counts = {}
+    for part in ("bank", "reference"):
+        counts[part] = 0
+        for meta in repo_models_dir().glob(f"*/{part}/*/meta.json"):
+            _, records = read_records(meta.parent)
+            for r in records:
+                check_trace(r.trace_json)
+            counts[part] += len(records)
+    for part in ("transfer", "heldout"):
+        counts[part] = 0
+        for path in repo_models_dir().glob(f"*/{part}/**/*.jsonl.gz"):
+            with gzip.open(path, "rt") as f:
+                for line in f:
+                    trace = json.loads(line).get("trace")
+                    if trace:
+                        check_trace(trace)
+                        counts[part] += 1
+    assert counts["bank"] > 1000 and counts["transfer"] > 1000, counts
+    assert counts["reference"] > 1000 and counts["heldout"] > 1000, counts
 
 
 GOOD = [[["GetSBlock", [], ["C", "main"], ["b0"]],

@@ -120,6 +120,25 @@ def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_an
     assert report["totals"]["checked_only"] == t0["checked_only"] - 2
 
 
+def test_anchor_fallback_end_to_end_and_switched_off(bank_and_onnx, tmp_path):
+    """The ONNX export folds batch norm into conv + add: no same-class donor in the torch-exported bank, so
+    its convs get the anchor's schedules (same conv, other epilogue); --no-anchor-fallback leaves them none."""
+    from recommender.rows import ANCHOR
+    bank, onnx_path = bank_and_onnx
+    reports = {}
+    for name, extra in (("on", []), ("off", ["--no-anchor-fallback"])):
+        out = tmp_path / name
+        assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1", "--fallback-samples", "0", *extra) == 0
+        reports[name] = (json.loads((out / "report.json").read_text()), read_rows(out / "candidates.jsonl.gz"))
+    (on, on_rows), (off, off_rows) = reports["on"], reports["off"]
+    assert on["totals"]["kernels_via_anchor"] >= 1 and off["totals"]["kernels_via_anchor"] == 0
+    assert any(r.match == ANCHOR for r in on_rows) and not any(r.match == ANCHOR for r in off_rows)
+    assert on["totals"]["flop_coverage_transferred"] > off["totals"]["flop_coverage_transferred"]
+    anchored = {k["kernel"] for k in on["kernels"] if k["match"] == ANCHOR and k["valid"]}
+    assert anchored and all(k["candidates"] == 0 for k in off["kernels"] if k["kernel"] in anchored)
+    assert any(k["chosen"] and k["chosen"]["match"] == ANCHOR for k in on["kernels"])
+
+
 def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onnx, target):
     """No bank model has a layer norm: with samples it gets schedules drawn from its own design space, kept
     in draw order by every selector, measured with the output check, and the fastest is chosen if it beats

@@ -1,0 +1,75 @@
+"""The scripts that write the model card, the transfer figures and the latency table run on the committed
+data and reproduce the committed files (so no figure in them is typed by hand), and the latency table
+records the target string and threads each column used."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .cli_helpers import ROOT
+
+pytestmark = pytest.mark.slow
+KEY = "llvm-znver3-2c"
+SHIPPED = ROOT / "models" / KEY
+# the shipped target, pinned: the same key on any host CPU (the scripts compile for it, they need not run it)
+TARGET = json.dumps({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
+
+
+def _run(script: str, models_dir, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--target", TARGET, *args],
+                         capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                         env={**os.environ, "SCHEDREC_MODELS_DIR": str(models_dir)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped_copy(tmp_path_factory):
+    if not SHIPPED.is_dir():
+        pytest.skip("the shipped target folder is not here")
+    root = tmp_path_factory.mktemp("models")
+    shutil.copytree(SHIPPED, root / KEY, ignore=shutil.ignore_patterns("compare", "db", ".lock", "PAUSE", ".work"))
+    return root
+
+
+def _without_host_line(text: str) -> str:
+    """The card names the CPU it was written on: the one line that depends on the host."""
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("Target: "))
+
+
+def test_card_and_transfer_figures_reproduce_the_committed_files(shipped_copy):
+    folder = shipped_copy / KEY
+    (folder / "card.md").unlink()
+    (folder / "transfer" / "FIGURES.md").unlink()
+    for png in ("best_vs_median.png", "heldout.png"):
+        (folder / "transfer" / png).unlink()
+    _run("make_card.py", shipped_copy)
+    _run("transfer_figures.py", shipped_copy)
+    assert _without_host_line((folder / "card.md").read_text()) == _without_host_line(
+        (SHIPPED / "card.md").read_text()), "models/<key>/card.md is stale: run python scripts/make_card.py"
+    assert (folder / "transfer" / "FIGURES.md").read_text() == (SHIPPED / "transfer" / "FIGURES.md").read_text(), \
+        "FIGURES.md is stale: run python scripts/transfer_figures.py"
+    for png in ("best_vs_median.png", "heldout.png"):
+        assert (folder / "transfer" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
+    folder = tmp_path / KEY
+    shutil.copytree(SHIPPED / "bank" / "bert_tiny", folder / "bank" / "bert_tiny",
+                    ignore=shutil.ignore_patterns(".lock", "PAUSE", ".work"))
+    _run("latency_table.py", tmp_path, "--models", "bert_tiny")
+    row = json.loads((folder / "latency.json").read_text())["bert_tiny"]
+    assert row["kind"] == "bank" and row["tuned_kernels"] == 5 and not row["errors"], row
+    assert row["target"] == json.loads(TARGET) and row["threads"] == {"tvm": 2, "pytorch": 2, "onnxruntime": 2}
+    for column in ("tvm_untuned_ms", "tvm_tuned_ms", "pytorch_ms", "onnxruntime_ms"):
+        assert row[column] > 0, column
+    assert row["tvm_tuned_ms"] < row["tvm_untuned_ms"]  # the bank's records are applied
+    _run("make_card.py", tmp_path)
+    card = (folder / "card.md").read_text()
+    assert f'with target `{json.dumps(json.loads(TARGET), sort_keys=True)}` and 2 threads' in card
+    assert "| bert_tiny | bank |" in card

@@ -1,0 +1,118 @@
+"""Controlling long runs: PAUSE holds the per-kernel driver, a folder in use is refused while a lock left
+by a killed run is not, and Ctrl-C on a budgeted transfer exits 130 with the finished kernels' database
+written; the same command then resumes."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from recommender.bank import locked
+from recommender.cli import main
+
+from .cli_helpers import ROOT
+from .kernels_tir import add1024, as_mod, matmul64
+
+SHIPPED = ROOT / "models" / "llvm-znver3-2c"
+
+
+def test_pause_holds_the_driver_between_kernels(tmp_path, target):
+    """With <bank>/PAUSE present no kernel starts; removing it lets the run go on (polled every 5 s)."""
+    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.driver import RowFile, drive
+    from recommender.transfer.kernel import FoundCandidates, choose
+    kernels = [kernel_from_mod("add", as_mod(add1024)), kernel_from_mod("matmul", as_mod(matmul64))]
+    (tmp_path / "PAUSE").touch()
+    started, logged = [], []
+
+    def step(k):
+        started.append(time.monotonic())
+        return choose(FoundCandidates(k, [], None, 0.0), None, {}, target.tvm(), measured_default=False)
+
+    removed = []
+
+    def unpause():
+        time.sleep(1.0)
+        removed.append(time.monotonic())
+        (tmp_path / "PAUSE").unlink()
+
+    threading.Thread(target=unpause).start()
+    rows = RowFile(tmp_path / "rows.jsonl.gz")
+    done = list(drive(kernels, rows, "m", name=lambda k: k.name, step=step, resume=lambda k, saved: None,
+                      pause_dir=tmp_path, desc="test", log=logged.append))
+    assert [c.kernel.name for c in done] == ["add", "matmul"] and len(started) == 2
+    assert removed and min(started) > removed[0], "a kernel started while PAUSE existed"
+    assert logged[0].startswith("paused:") and logged[-1] == "resumed"
+    assert set(RowFile(tmp_path / "rows.jsonl.gz").by_kernel) == {"add", "matmul"}
+
+
+def _hold_lock_then_die(folder: str, ready) -> None:
+    with locked(Path(folder), "a run that gets killed"):
+        ready.set()
+        time.sleep(600)
+
+
+@pytest.mark.slow
+def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx_file, capsys):
+    """replay, matrix and transfer refuse an output folder that another run holds (exit 2, one line); the
+    .lock file a SIGKILLed run leaves behind does not block the next run."""
+    bank = tmp_path / "bank"
+    import shutil
+    for model in ("resnet18", "bert_tiny"):  # the matrix needs two bank models
+        shutil.copytree(SHIPPED / "bank" / model, bank / model, ignore=shutil.ignore_patterns(".lock", "PAUSE"))
+    out = tmp_path / "out"
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock_then_die, args=(str(out), ready))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        commands = [["replay", "--model", onnx_file, "--bank", str(bank), "--out", str(out)],
+                    ["matrix", "--bank", str(bank), "--out", str(out)],
+                    ["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
+                     "--budget-per-kernel", "1", "--no-untuned", "--out", str(out)]]
+        for argv in commands:
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert "is in use by another schedrec run" in err and "Traceback" not in err, err
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join(30)
+    assert (out / ".lock").exists()  # what the killed run left
+    assert main(["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
+                 "--budget-per-kernel", "1", "--no-untuned", "--fallback-samples", "0", "--out", str(out)]) == 0
+    assert (out / "report.json").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_resumes(tmp_path, onnx_file):
+    bank = tmp_path / "bank"
+    import shutil
+    shutil.copytree(SHIPPED / "bank" / "resnet18", bank / "resnet18", ignore=shutil.ignore_patterns(".lock", "PAUSE"))
+    out = tmp_path / "t"
+    argv = ["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
+            "--budget-per-kernel", "2", "--no-untuned", "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "recommender.cli", *argv], stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    rows = out / "candidates.jsonl.gz"
+    deadline = time.monotonic() + 300
+    while not rows.exists():  # the first kernel is measured and saved
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(120) == 130
+    err = proc.stderr.read()
+    assert "interrupted:" in err and "Traceback" not in err, err
+    done = int(err.split("interrupted:")[1].split(" of ")[0])
+    assert done >= 1 and (out / "database").is_dir() and not (out / "report.json").exists()
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert len(report["kernels"]) > done  # the rest was measured, the first ones resumed from their rows
