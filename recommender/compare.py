@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bank import bank_models, read_meta, unpack
+from .errors import SchedrecError
 from .fileio import atomic_write_json, atomic_write_text, display_path, read_json
 from .model_import import split_spec
 from .measure import MeasureSettings, Measurer
@@ -230,8 +231,16 @@ def _refine(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path, re
     beside it, what MetaSchedule from scratch had reached at the same total time (if it ran that long)."""
     from .scratch import tune_from_scratch
     base = cmp.data["methods"]["lgbm-k3"]
-    curve = tune_from_scratch(mr, measurer, out_dir / "refine", refine_s, None, log, first_trials_per_task=4,
-                              seed_db=out_dir / "db" / "lgbm-k3")
+    try:
+        curve = tune_from_scratch(mr, measurer, out_dir / "refine", refine_s, None, log, first_trials_per_task=4,
+                                  seed_db=out_dir / "db" / "lgbm-k3")
+    except (KeyboardInterrupt, SchedrecError):
+        raise
+    except Exception as err:  # MetaSchedule's search failing on a seed: the other methods stand, the error is kept
+        message = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        log(f"warning: transfer + refine failed, the other methods are kept: {type(err).__name__}: {message}")
+        cmp.add("lgbm-k3+refine", kind="refine", latency_s=None, search_s=None, error=message)
+        return
     if not curve:
         return
     total = base["search_s"] + curve[-1]["search_s"]
