@@ -333,9 +333,12 @@ def cmd_transfer(args: argparse.Namespace) -> int:
                   f"this run: {t['search_s'] / ex['search_s']:.0%} of that search time")
     if args.baselines and tuned:
         from .compare import time_baselines
-        for name, lat in time_baselines(args.model, target, report["model"]).items():
+        from .fileio import atomic_write_json
+        report["baselines"] = time_baselines(args.model, target, report["model"])
+        for name, lat in report["baselines"].items():
             print(f"{name}: {lat * 1e3:.2f} ms ({'schedrec faster' if tuned < lat else 'schedrec slower'}: "
                   f"{lat / tuned:.2f}x), {target.config.get('num-cores', 1)} threads")
+        atomic_write_json(str(out_dir / "report.json"), report)  # with the baselines, for the README's figures
     return 0
 
 

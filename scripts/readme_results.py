@@ -1,8 +1,12 @@
-"""Write the README's results section from the committed comparison files, or check that it is current.
+"""Write the README's generated sections from committed data, or check that they are current.
 
-Reads every `models/<target-key>/compare/<model>/compare.json` (written by `schedrec compare`) and replaces
-the text between `<!-- results:begin -->` and `<!-- results:end -->` in README.md with one table per
-target and the plots. No number in that section is typed by hand.
+Each section lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in README.md:
+- results: every `models/<target-key>/compare/<model>/compare.json` (`schedrec compare`), one table per
+  target, and the plots;
+- demo: `models/<target-key>/demo/<model>.json` (`python scripts/record_demo.py`: a timed `make demo`);
+- data: what the shipped folders hold (bank and reference models, kernels, records; matrix and held-out
+  rows), counted from the files.
+No number in these sections is typed by hand.
 
 Usage: python scripts/readme_results.py [--check]   (--check: exit 1 if the README differs, for CI)
 """
@@ -14,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"  # the results section's markers
 
 
 def _ms(s: float | None) -> str:
@@ -41,7 +45,9 @@ def model_row(data: dict, budgets: list[int]) -> list[str]:
     k3 = m.get("lgbm-k3", {}).get("latency_s")
     cells.append(f"{ref / k3:.2f}" if ref and k3 else "-")
     rf = m.get("lgbm-k3+refine", {})
-    if rf.get("latency_s"):
+    if rf.get("error"):
+        cells.append("failed (MetaSchedule error, in compare.json)")
+    elif rf.get("latency_s"):
         same = rf.get("scratch_latency_at_same_time_s")
         cells.append(f"{_ms(rf['latency_s'])} after {rf['search_s']:.0f} s" +
                      (f" (scratch then: {_ms(same)})" if same else ""))
@@ -96,7 +102,9 @@ def render(root: Path = ROOT) -> str:
                 parts.append("| " + " | ".join(cells) + " |")
             parts.append("")
         parts.append(f"Reproduce a row: `schedrec compare --model zoo:MODEL --out "
-                     f"{target_dir.relative_to(root)}/compare/MODEL`. "
+                     f"{target_dir.relative_to(root)}/compare/MODEL` (each row's spec and options are in its "
+                     "compare.json; `scripts/compare_heldout.sh` runs the held-out zoo models and the ONNX files "
+                     "that `scripts/export_onnx_examples.py` writes). "
                      "Per-model tables: " + ", ".join(
                          f"[{d['model']}]({f.parent.relative_to(root)}/compare.md)" for d, f in zip(datas, files)) + ".\n")
         for d, f in zip(datas, files):
@@ -107,12 +115,84 @@ def render(root: Path = ROOT) -> str:
     return "\n".join(parts).rstrip() + "\n" if parts else "No comparison has been run yet.\n"
 
 
-def splice(readme: str, body: str) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} section")
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}{END}{tail}"
+def render_demo(root: Path = ROOT) -> str:
+    """The demo paragraph, from each target's recorded `make demo` report."""
+    parts = []
+    for path in sorted((root / "models").glob("*/demo/*.json")):
+        r = json.loads(path.read_text())
+        t = r["totals"]
+        shipped = root / "models" / r["target_key"] / "heldout" / r["model"] / "report.json"
+        ex = json.loads(shipped.read_text())["totals"] if shipped.exists() else {}
+        base = r.get("baselines", {})
+        tuned = t["model_latency_tuned_s"]
+        versus = "; ".join(f"{name} {_ms(lat)} ms (schedrec {'faster' if tuned < lat else 'slower'}: "
+                           f"{lat / tuned:.2f}x)" for name, lat in
+                           (("PyTorch eager", base.get("pytorch")), ("ONNX Runtime", base.get("onnxruntime"))) if lat)
+        share = t.get("time_share_default")
+        parts.append(
+            f"Measured here (`{r['command']}` via `python scripts/record_demo.py`, `{r['target_key']}`, "
+            f"{r['target'].get('num-cores', '?')} threads, {path.relative_to(root)}): {r['make_demo_wall_s']:.0f} s "
+            f"in all; search {t['search_s']:.1f} s (replay of {t['replayed_candidates']} candidates "
+            f"{t['replay_s']:.1f} s, featurize {t['featurize_s']:.1f} s, predict {t['predict_s']:.1f} s, build "
+            f"{t['build_wall_s']:.1f} s wall, run {t['run_s']:.1f} s; {t['measurements']} candidate measurements "
+            f"and {t['defaults_measured']} defaults)"
+            + (f", {t['search_s'] / ex['search_s']:.0%} of the {ex['search_s']:.0f} s the shipped exhaustive replay "
+               f"of {r['model']} searched" if ex.get("search_s") else "")
+            + f". {r['model']} then runs in {_ms(tuned)} ms (untuned: {_ms(t['model_latency_untuned_s'])} ms"
+            + (f"; the shipped exhaustive replay's run: {_ms(ex['model_latency_tuned_s'])} ms" if ex.get(
+                "model_latency_tuned_s") else "") + ")"
+            + (f"; {t.get('kernels_via_samples', 0)} kernels without a donor got design-space samples, "
+               f"{t['kernels_default']} still run unscheduled ({100 * share:.1f}% of kernel time)"
+               if share is not None else "")
+            + (f". Same input, same threads: {versus}." if versus else "."))
+    return "\n\n".join(parts) + "\n" if parts else "No demo run has been recorded yet.\n"
+
+
+def render_data(root: Path = ROOT) -> str:
+    """What the shipped folders hold, counted from the files."""
+    sys.path.insert(0, str(root))
+    from recommender.bank import bank_models, read_meta, read_records
+    from recommender.transfer_data import read_rows
+    lines = []
+    for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
+        parts = []
+        for kind in ("bank", "reference"):
+            if not (target_dir / kind).is_dir():
+                continue
+            models = bank_models(target_dir / kind)
+            kernels = records = trials = 0
+            for folder in models:
+                meta = read_meta(folder)
+                kernels += sum(1 for k in meta["kernels"].values() if k.get("tuned"))
+                trials += sum(k.get("trials", 0) for k in meta["kernels"].values() if k.get("tuned"))
+                records += len(read_records(folder)[1])
+            parts.append(f"{kind}: {len(models)} models, {kernels} tuned kernels, {records} records")
+        for kind, pattern in (("transfer matrix", "transfer/*.jsonl.gz"), ("held-out replays", "heldout/*/*.jsonl.gz")):
+            rows = [r for p in sorted(target_dir.glob(pattern)) for r in read_rows(p)]
+            if rows:
+                defaults = sum(r.is_default for r in rows)
+                parts.append(f"{kind}: {defaults} kernels, {len(rows) - defaults} candidates + {defaults} default rows")
+        lines.append(f"- `{target_dir.name}`: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"results": render, "demo": render_demo, "data": render_data}
+
+
+def splice(readme: str, body: str, name: str = "results") -> str:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if begin not in readme or end not in readme:
+        raise SystemExit(f"README.md has no {begin} ... {end} section")
+    head, rest = readme.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}{end}{tail}"
+
+
+def generate(readme: str, root: Path = ROOT) -> str:
+    """The README with every generated section rewritten."""
+    for name, render_section in SECTIONS.items():
+        readme = splice(readme, render_section(root), name)
+    return readme
 
 
 def main() -> int:
@@ -121,14 +201,14 @@ def main() -> int:
     args = ap.parse_args()
     path = ROOT / "README.md"
     old = path.read_text()
-    new = splice(old, render())
+    new = generate(old)
     if args.check:
         if new != old:
-            print("README.md results section is stale: run python scripts/readme_results.py", file=sys.stderr)
+            print("README.md's generated sections are stale: run python scripts/readme_results.py", file=sys.stderr)
             return 1
         return 0
     path.write_text(new)
-    print(f"wrote the results section of {path}")
+    print(f"wrote the generated sections of {path}")
     return 0
 
 
