@@ -199,17 +199,20 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
     assert len(scheduled) >= report["totals"]["records_written"] >= 1
     dev = tvm.cpu()
     x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype("float32"), dev)
-    outs, times = [], []
-    # timed as schedrec times its own builds (the timing worker, the target's threads): in this process,
-    # beside torch's thread pool, a 50 us model measured 2-3x slower now and then
+    # timed as schedrec times its own builds (the timing worker, the target's threads), before anything runs
+    # in this process: TVM's and torch's thread pools here spin after a call and slowed a 60 us model 2-3x
+    libs = {name: tvm.compile(m, target=tt) for name, m in (("tuned", tuned), ("plain", plain))}
+    for name, lib in libs.items():
+        lib.export_library(str(tmp_path / f"{name}.so"))
+    best = {}
     with Measurer(target.config, MeasureSettings(repeat=7, min_repeat_ms=5)) as measurer:
-        for name, m in (("tuned", tuned), ("plain", plain)):
-            lib = tvm.compile(m, target=tt)
-            outs.append(relax.VirtualMachine(lib, dev)["main"](x).numpy())
-            lib.export_library(str(tmp_path / f"{name}.so"))
-            r = measurer.time_model_library(str(tmp_path / f"{name}.so"), [((1, 3, 24, 24), "float32")])
-            assert r.ok, r.error
-            times.append(r.median)
+        for _ in range(2):  # interleaved rounds; the best median of each
+            for name in libs:
+                r = measurer.time_model_library(str(tmp_path / f"{name}.so"), [((1, 3, 24, 24), "float32")])
+                assert r.ok, r.error
+                best[name] = min(best.get(name, r.median), r.median)
+    times = [best["tuned"], best["plain"]]
+    outs = [relax.VirtualMachine(libs[name], dev)["main"](x).numpy() for name in ("tuned", "plain")]
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
     ours = report["totals"]["model_latency_tuned_s"]
     assert 0.5 < times[0] / ours < 2.0, (times[0], ours)
