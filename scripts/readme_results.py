@@ -5,7 +5,8 @@ Each section lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in READM
   target, and the plots;
 - demo: `models/<target-key>/demo/<model>.json` (`python scripts/record_demo.py`: a timed `make demo`);
 - data: what the shipped folders hold (bank and reference models, kernels, records; matrix and held-out
-  rows), counted from the files.
+  rows), counted from the files;
+- tests: the last recorded test-suite runs (tests/suite_timing.json, `python scripts/record_suite.py`).
 No number in these sections is typed by hand.
 
 Usage: python scripts/readme_results.py [--check]   (--check: exit 1 if the README differs, for CI)
@@ -176,7 +177,25 @@ def render_data(root: Path = ROOT) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"results": render, "demo": render_demo, "data": render_data}
+def render_tests(root: Path = ROOT) -> str:
+    """The test-suite line, from the last recorded runs (scripts/record_suite.py)."""
+    path = root / "tests" / "suite_timing.json"
+    if not path.exists():
+        return "No test-suite run has been recorded yet.\n"
+    data = json.loads(path.read_text())
+    parts = []
+    for tier, words in (("full", "`make test`"), ("fast", "`make test-fast` (`pytest -m \"not slow\"`)")):
+        r = data.get(tier)
+        if r:
+            m, s = divmod(round(r["seconds"]), 60)
+            slowest = ", ".join(f"{name.split('::')[-1]} {sec:.0f} s" for name, sec in r["slowest"][:3])
+            parts.append(f"{words}: {r['passed']} passed" + (f", {r['failed']} failed" if r["failed"] else "") +
+                         f" in {m} min {s} s on `{r['target_key']}` ({r['date']})" +
+                         (f"; slowest: {slowest}" if slowest else ""))
+    return "; ".join(parts) + ". Recorded with `python scripts/record_suite.py`.\n"
+
+
+SECTIONS = {"results": render, "demo": render_demo, "data": render_data, "tests": render_tests}
 
 
 def splice(readme: str, body: str, name: str = "results") -> str:

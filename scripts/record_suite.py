@@ -1,0 +1,45 @@
+"""Keep the figures of a test-suite run for the README: parse the output of `pytest -q [--durations=N] tests`
+(or `-m "not slow"`) and write tests/suite_timing.json, which `python scripts/readme_results.py` turns into
+the README's test-suite line.
+
+Usage: python -m pytest -q tests --durations=10 | tee out/full.log; python scripts/record_suite.py full out/full.log
+       python -m pytest -q -m "not slow" tests | tee out/fast.log; python scripts/record_suite.py fast out/fast.log
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUMMARY = re.compile(r"=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
+SLOW = re.compile(r"^([\d.]+)s call\s+(\S+)")
+
+
+def main() -> int:
+    if len(sys.argv) != 3 or sys.argv[1] not in ("full", "fast"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    tier, log = sys.argv[1], Path(sys.argv[2]).read_text(errors="replace")
+    found = [m for m in map(SUMMARY.search, log.splitlines()) if m]
+    if not found:
+        print(f"record_suite.py: error: no pytest summary line in {sys.argv[2]}", file=sys.stderr)
+        return 2
+    failed, passed, skipped, seconds = found[-1].groups()
+    sys.path.insert(0, str(ROOT))
+    from recommender.target import native_target
+    path = ROOT / "tests" / "suite_timing.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[tier] = {"passed": int(passed), "failed": int(failed or 0), "skipped": int(skipped or 0),
+                  "seconds": float(seconds), "date": time.strftime("%Y-%m-%d"), "target_key": native_target().key,
+                  "slowest": [[name, float(s)] for s, name in (m.groups() for m in map(SLOW.match, log.splitlines())
+                                                                if m)][:5]}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {path}: {tier} {passed} passed in {seconds} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
