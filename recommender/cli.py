@@ -474,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bind an ONNX input's dynamic dims, e.g. x=1,3,224,224 (repeat per input; an unbound "
                              "dynamic batch dim is taken as 1)")
 
+    def fallback_opt(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
+                        metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design "
+                                          "space as candidates, so that no kernel is left as plain loops "
+                                          "(default 4; 0: off)")
+
     k = sub.add_parser("kernels", help=cmd_kernels.__doc__, description=cmd_kernels.__doc__)
     k.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
     target_opt(k)
@@ -528,9 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)
     tf.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
     shape_opt(tf)
-    tf.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
-                    metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design space "
-                                      "as candidates, so that no kernel is left as plain loops (default 4; 0: off)")
+    fallback_opt(tf)
     budget = tf.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget", type=_non_negative_int, metavar="B",
                         help="candidate measurements in total, split across kernels by expected gain "
@@ -559,9 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
     cp.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
     shape_opt(cp)
-    cp.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
-                    metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design space "
-                                      "as candidates, so that no kernel is left as plain loops (default 4; 0: off)")
+    fallback_opt(cp)
     cp.add_argument("--budgets", type=_budgets, default=(1, 2, 3, 5), help="per-kernel budgets (1,2,3,5)")
     cp.add_argument("--selectors", default="lgbm,random", help="selectors to compare (lgbm,random)")
     target_opt(cp)

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"  # the results section's markers
 
 
 def _ms(s: float | None) -> str:
@@ -161,11 +160,9 @@ def render_data(root: Path = ROOT) -> str:
             if not (target_dir / kind).is_dir():
                 continue
             models = bank_models(target_dir / kind)
-            kernels = records = trials = 0
+            kernels = records = 0
             for folder in models:
-                meta = read_meta(folder)
-                kernels += sum(1 for k in meta["kernels"].values() if k.get("tuned"))
-                trials += sum(k.get("trials", 0) for k in meta["kernels"].values() if k.get("tuned"))
+                kernels += sum(1 for k in read_meta(folder)["kernels"].values() if k.get("tuned"))
                 records += len(read_records(folder)[1])
             parts.append(f"{kind}: {len(models)} models, {kernels} tuned kernels, {records} records")
         for kind, pattern in (("transfer matrix", "transfer/*.jsonl.gz"), ("held-out replays", "heldout/*/*.jsonl.gz")):

@@ -54,6 +54,15 @@ def test_pause_holds_the_driver_between_kernels(tmp_path, target):
     assert set(RowFile(tmp_path / "rows.jsonl.gz").by_kernel) == {"add", "matmul"}
 
 
+def _shipped_bank(tmp_path: Path, *models: str) -> Path:
+    """A bank holding copies of these shipped bank models."""
+    import shutil
+    bank = tmp_path / "bank"
+    for model in models:
+        shutil.copytree(SHIPPED / "bank" / model, bank / model, ignore=shutil.ignore_patterns(".lock", "PAUSE"))
+    return bank
+
+
 def _hold_lock_then_die(folder: str, ready) -> None:
     with locked(Path(folder), "a run that gets killed"):
         ready.set()
@@ -64,10 +73,7 @@ def _hold_lock_then_die(folder: str, ready) -> None:
 def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx_file, capsys):
     """replay, matrix and transfer refuse an output folder that another run holds (exit 2, one line); the
     .lock file a SIGKILLed run leaves behind does not block the next run."""
-    bank = tmp_path / "bank"
-    import shutil
-    for model in ("resnet18", "bert_tiny"):  # the matrix needs two bank models
-        shutil.copytree(SHIPPED / "bank" / model, bank / model, ignore=shutil.ignore_patterns(".lock", "PAUSE"))
+    bank = _shipped_bank(tmp_path, "resnet18", "bert_tiny")  # the matrix needs two bank models
     out = tmp_path / "out"
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
@@ -94,9 +100,7 @@ def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx
 
 @pytest.mark.slow
 def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_resumes(tmp_path, onnx_file):
-    bank = tmp_path / "bank"
-    import shutil
-    shutil.copytree(SHIPPED / "bank" / "resnet18", bank / "resnet18", ignore=shutil.ignore_patterns(".lock", "PAUSE"))
+    bank = _shipped_bank(tmp_path, "resnet18")
     out = tmp_path / "t"
     argv = ["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
             "--budget-per-kernel", "2", "--no-untuned", "--out", str(out)]

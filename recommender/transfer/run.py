@@ -102,6 +102,7 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
     covered = sum(c.kernel.total_flops for c in choices if c.chosen)
     transferable = sum(c.kernel.total_flops for c in choices if c.valid)
     by_class = sum(c.kernel.total_flops for c in choices if c.valid and c.match == CLASS)
+    transferred = sum(c.kernel.total_flops for c in choices if c.valid and c.match in (CLASS, ANCHOR))
     tuned, untuned = timing.tuned, timing.untuned
     measured = [(k, r) for k, r in (("tuned", tuned), ("untuned", untuned)) if r is not None]
     return {
@@ -111,8 +112,7 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "flop_coverage_valid": transferable / flops if flops else 0.0,
         "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
         "kernels_via_samples": sum(1 for c in choices if c.valid and c.match == SAMPLED),
-        "flop_coverage_transferred": sum(c.kernel.total_flops for c in choices if c.valid and c.match in (CLASS, ANCHOR))
-        / flops if flops else 0.0,
+        "flop_coverage_transferred": transferred / flops if flops else 0.0,
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,
         "import_s": round(import_s, 2),
