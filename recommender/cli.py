@@ -167,7 +167,7 @@ def cmd_bank_tune(args: argparse.Namespace) -> int:
         raise SchedrecError("--models is empty: give a comma-separated list such as zoo:resnet18,zoo:bert_base")
     for spec in specs:
         meta = tune_model(spec, target, bank_dir, args.trials_per_task, args.min_share, settings,
-                          trials_per_iter=args.trials_per_iter)
+                          trials_per_iter=args.trials_per_iter, population_size=args.population_size)
         print(f"{meta['model']}: done in {meta['last_run']['seconds']:.0f} s -> {bank_dir / meta['model']}")
     return 0
 
@@ -605,6 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--trials-per-task", type=_positive_int, default=64, help="measured trials per kernel (64)")
     bt.add_argument("--trials-per-iter", type=_positive_int, default=32,
                     help="candidates per evolutionary-search round (32)")
+    bt.add_argument("--population-size", type=_positive_int, default=256,
+                    help="evolutionary-search population: schedules sampled and evolved per round (256)")
     bt.add_argument("--min-share", type=_share, default=0.01,
                     help="tune kernels holding at least this share of the model's FLOPs (0.01)")
     bt.add_argument("--runner", default="local", help="local, or rpc://HOST:PORT/KEY for a remote board")

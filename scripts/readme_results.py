@@ -6,7 +6,8 @@ Each section lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in READM
 - demo: `models/<target-key>/demo/<model>.json` (`python scripts/record_demo.py`: a timed `make demo`);
 - data: what the shipped folders hold (bank and reference models, kernels, records; matrix and held-out
   rows), counted from the files;
-- tests: the last recorded test-suite runs (tests/suite_timing.json, `python scripts/record_suite.py`).
+- tests: the last recorded test-suite runs (tests/suite_timing.json, `python scripts/record_suite.py`) and the
+  deliberate breaks their tests caught (tests/break_once.json, `python scripts/break_once.py`).
 No number in these sections is typed by hand.
 
 Usage: python scripts/readme_results.py [--check]   (--check: exit 1 if the README differs, for CI)
@@ -189,7 +190,16 @@ def render_tests(root: Path = ROOT) -> str:
             parts.append(f"{words}: {r['passed']} passed" + (f", {r['failed']} failed" if r["failed"] else "") +
                          f" in {m} min {s} s on `{r['target_key']}` ({r['date']})" +
                          (f"; slowest: {slowest}" if slowest else ""))
-    return "; ".join(parts) + ". Recorded with `python scripts/record_suite.py`.\n"
+    text = "; ".join(parts) + ". Recorded with `python scripts/record_suite.py`.\n"
+    breaks = root / "tests" / "break_once.json"
+    if breaks.exists():  # the deliberate breaks of scripts/break_once.py and whether a test caught each
+        b = json.loads(breaks.read_text())
+        caught = [r["name"] for r in b["breaks"] if r["caught"]]
+        missed = [r["name"] for r in b["breaks"] if not r["caught"]]
+        text += (f"\nBroken on purpose, one at a time, with `python scripts/break_once.py` on `{b['target_key']}` "
+                 f"({b['date']}): {len(caught)} of {len(b['breaks'])} breaks made their test fail "
+                 f"({', '.join(caught)})" + (f"; missed: {', '.join(missed)}" if missed else "") + ".\n")
+    return text
 
 
 SECTIONS = {"results": render, "demo": render_demo, "data": render_data, "tests": render_tests}

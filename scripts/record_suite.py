@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
-SLOW = re.compile(r"^([\d.]+)s call\s+(\S+)")
+SLOW = re.compile(r"^([\d.]+)s (call|setup)\s+(\S+)")  # a fixture's setup counts as its first test's
 
 
 def main() -> int:
@@ -34,8 +34,8 @@ def main() -> int:
     data = json.loads(path.read_text()) if path.exists() else {}
     data[tier] = {"passed": int(passed), "failed": int(failed or 0), "skipped": int(skipped or 0),
                   "seconds": float(seconds), "date": time.strftime("%Y-%m-%d"), "target_key": native_target().key,
-                  "slowest": [[name, float(s)] for s, name in (m.groups() for m in map(SLOW.match, log.splitlines())
-                                                                if m)][:5]}
+                  "slowest": [[name + (" (setup)" if phase == "setup" else ""), float(s)]
+                              for s, phase, name in (m.groups() for m in map(SLOW.match, log.splitlines()) if m)][:5]}
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {path}: {tier} {passed} passed in {seconds} s")
     return 0

@@ -60,3 +60,28 @@ def pt2_file(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("pt2") / "small_cnn.pt2")
     torch.export.save(torch.export.export(model, args), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def donor_bank(target, tmp_path_factory):
+    """A bank with every kernel of one small CNN ("donor": width 8, 32x32), 3 trials each so that kernels
+    have several records. Tuned once per session and shared: tests that change a bank copy it first."""
+    from recommender.bank_tune import tune_model
+    from recommender.measure import MeasureSettings
+    d = tmp_path_factory.mktemp("donor_bank")
+    tune_model(save_pt2(d / "donor.pt2", 8, 32), target, d / "bank", trials_per_task=3, min_share=0.0,
+               settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=3, population_size=16)
+    return d / "bank"
+
+
+@pytest.fixture(scope="session")
+def two_model_bank(donor_bank, target, tmp_path_factory):
+    """The donor bank plus a second small CNN ("wide": width 16, 24x24), for leave-one-model-out pairs."""
+    import shutil
+    from recommender.bank_tune import tune_model
+    from recommender.measure import MeasureSettings
+    d = tmp_path_factory.mktemp("two_model_bank")
+    shutil.copytree(donor_bank, d / "bank", ignore=shutil.ignore_patterns(".work", ".lock"))
+    tune_model(save_pt2(d / "wide.pt2", 16, 24), target, d / "bank", trials_per_task=3, min_share=0.0,
+               settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=3, population_size=16)
+    return d / "bank"

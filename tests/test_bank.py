@@ -23,7 +23,8 @@ FAST = MeasureSettings(repeat=3, min_repeat_ms=1)
 def bank(onnx_file, target, tmp_path_factory) -> Path:
     """A bank holding the small CNN with its heaviest kernel (43% of the FLOPs) tuned for 4 trials."""
     bank_dir = tmp_path_factory.mktemp("bank")
-    tune_model(onnx_file, target, bank_dir, trials_per_task=4, min_share=0.4, settings=FAST, trials_per_iter=4)
+    tune_model(onnx_file, target, bank_dir, trials_per_task=4, min_share=0.4, settings=FAST, trials_per_iter=4,
+               population_size=16)
     return bank_dir
 
 
@@ -44,7 +45,8 @@ def test_tuning_writes_a_metaschedule_bank(bank, target):
 
 
 def test_tuning_resumes_instead_of_restarting(bank, onnx_file, target):
-    tune_model(onnx_file, target, bank, trials_per_task=6, min_share=0.4, settings=FAST, trials_per_iter=4)
+    tune_model(onnx_file, target, bank, trials_per_task=6, min_share=0.4, settings=FAST, trials_per_iter=4,
+               population_size=16)
     meta = json.loads((bank / "small_cnn" / META_FILE).read_text())
     (k,) = [k for k in meta["kernels"].values() if k["tuned"]]
     assert k["trials"] == 6  # 4 kept, 2 more measured
@@ -52,7 +54,8 @@ def test_tuning_resumes_instead_of_restarting(bank, onnx_file, target):
     # a rerun with nothing left to measure leaves every file byte for byte (gzip headers hold no time)
     files = {p.name: p.read_bytes() for p in (bank / "small_cnn").iterdir() if p.is_file() and p.name != ".lock"}
     time.sleep(1.1)
-    tune_model(onnx_file, target, bank, trials_per_task=6, min_share=0.4, settings=FAST, trials_per_iter=4)
+    tune_model(onnx_file, target, bank, trials_per_task=6, min_share=0.4, settings=FAST, trials_per_iter=4,
+               population_size=16)
     assert {p.name: p.read_bytes() for p in (bank / "small_cnn").iterdir() if p.name in files} == files
 
 
@@ -109,7 +112,7 @@ def test_bank_of_another_target_is_refused_for_tuning_and_flagged_by_info(bank, 
     meta["target_key"] = "llvm-skylake-avx512-8c"
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(BankError, match="holds records for llvm-skylake-avx512-8c"):
-        tune_model(onnx_file, target, copy, trials_per_task=6, min_share=0.4, settings=FAST)
+        tune_model(onnx_file, target, copy, trials_per_task=6, min_share=0.4, settings=FAST, population_size=16)
     assert main(["bank", "info", "--bank", str(copy)]) == 0
     assert "measured on llvm-skylake-avx512-8c" in capsys.readouterr().err
 
@@ -117,7 +120,7 @@ def test_bank_of_another_target_is_refused_for_tuning_and_flagged_by_info(bank, 
 def test_a_second_writer_is_refused(bank, onnx_file, target):
     with locked(bank / "small_cnn", "test"):
         with pytest.raises(BankError, match="in use by another schedrec run"):
-            tune_model(onnx_file, target, bank, trials_per_task=8, min_share=0.4, settings=FAST)
+            tune_model(onnx_file, target, bank, trials_per_task=8, min_share=0.4, settings=FAST, population_size=16)
 
 
 def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, tmp_path):
@@ -131,6 +134,8 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
         tuned = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "db"))
     assert untuned.ok and tuned.ok, (untuned.error, tuned.error)
     assert len(untuned.costs) == 3 and untuned.median > 0 and tuned.median > 0
+    # the build applied the database: its one tuned kernel is scheduled, and nothing is without one
+    assert tuned.scheduled_kernels == 1 and untuned.scheduled_kernels is None
     # the database is read, not ignored: one that is not there fails the build
     with Measurer(target.config, FAST) as m:
         missing = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "no-database"))
@@ -138,16 +143,17 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
 
 
 def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx_file, tmp_path):
-    """The signal arrives inside MetaSchedule's search (a Python callback called from C++, which wraps the
-    exception): still exit 143 with the one-line message, no worker traceback, the finished kernels kept."""
+    """The signal arrives while MetaSchedule tunes a kernel (in its search, a Python callback called from C++
+    that wraps the exception, or a measurement): still exit 143 with the one-line message, no worker
+    traceback, the finished kernels kept."""
     import signal
     import subprocess
     import sys
     import time
     bank_dir = tmp_path / "bank"
     argv = [sys.executable, "-m", "recommender.cli", "bank", "tune", "--models", onnx_file, "--bank", str(bank_dir),
-            "--trials-per-task", "8", "--trials-per-iter", "8", "--min-share", "0.05", "--repeat", "2",
-            "--min-repeat-ms", "1"]
+            "--trials-per-task", "4", "--trials-per-iter", "4", "--population-size", "16", "--min-share", "0.05",
+            "--repeat", "2", "--min-repeat-ms", "1"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
     meta_path = bank_dir / "small_cnn" / META_FILE
 
@@ -161,15 +167,14 @@ def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx
     while done_kernels() < 1:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
         time.sleep(0.1)
-    time.sleep(2.0)  # into the next kernel's search
+    time.sleep(1.0)  # into the next kernel's tuning (3 kernels, 3-5 s each)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(120) == 143
     err = proc.stderr.read()
     assert "terminated; what was finished is saved" in err and "Traceback" not in err, err
     kept = done_kernels()
     assert kept >= 1
-    assert main(["bank", "tune", "--models", onnx_file, "--bank", str(bank_dir), "--trials-per-task", "8",
-                 "--trials-per-iter", "8", "--min-share", "0.05", "--repeat", "2", "--min-repeat-ms", "1"]) == 0
+    assert main(argv[3:]) == 0  # the same command, resumed
     meta = json.loads(meta_path.read_text())
     tuned = [k for k in meta["kernels"].values() if k["tuned"]]
-    assert len(tuned) > kept and all(k["status"] == "done" and k["trials"] == 8 for k in tuned)
+    assert len(tuned) > kept and all(k["status"] == "done" and k["trials"] == 4 for k in tuned)

@@ -5,7 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from recommender.bank_tune import tune_model
 from recommender.candidates import BankIndex, replay_candidates
 from recommender.kernels import extract_kernels
 from recommender.measure import MeasureSettings, Measurer
@@ -18,15 +17,12 @@ pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: n
 
 
 @pytest.fixture(scope="module")
-def bank_and_new_model(target, tmp_path_factory):
-    """A bank with every kernel of one small CNN (2 trials each) and a wider CNN to transfer to."""
+def bank_and_new_model(donor_bank, target, tmp_path_factory):
+    """The shared donor bank (every kernel of one small CNN) and a wider CNN to transfer to."""
     d = tmp_path_factory.mktemp("cand")
-    donor = save_pt2(d / "donor.pt2", 8, 32)
-    tune_model(donor, target, d / "bank", trials_per_task=2, min_share=0.0,
-               settings=MeasureSettings(repeat=2, min_repeat_ms=1), trials_per_iter=2)
     new_path = save_pt2(d / "new.pt2", 16, 24)
     new = import_model(new_path, target.tvm())
-    return d / "bank", extract_kernels(new, target.tvm()), new_path
+    return donor_bank, extract_kernels(new, target.tvm()), new_path
 
 
 def test_every_kernel_of_the_new_model_gets_valid_candidates(bank_and_new_model, target):
@@ -106,15 +102,31 @@ def test_leave_one_model_out_and_cap(bank_and_new_model):
     assert len(index.sources_for(k, top_n=2, cap=1)) == 1
 
 
-def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_and_new_model, tmp_path, capsys):
-    import json
+def _replay_argv(bank, new_path, out) -> list[str]:
+    return ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--out", str(out)]
+
+
+@pytest.fixture(scope="module")
+def replay_run(bank_and_new_model, tmp_path_factory):
+    """One exhaustive replay of the new model from the CLI, shared by the tests that read it or resume a
+    copy of it: its output folder and what it printed."""
+    import contextlib
+    import io
 
     from recommender.cli import main
-    bank, kernels, new_path = bank_and_new_model
-    out = tmp_path / "replay"
-    assert main(["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3",
-                 "--out", str(out)]) == 0
-    assert "coverage 100.0% of FLOPs" in capsys.readouterr().out
+    bank, _, new_path = bank_and_new_model
+    out, printed = tmp_path_factory.mktemp("replay") / "replay", io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(_replay_argv(bank, new_path, out)) == 0
+    return out, printed.getvalue()
+
+
+def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_and_new_model, replay_run):
+    import json
+
+    _, kernels, _ = bank_and_new_model
+    out, printed = replay_run
+    assert "coverage 100.0% of FLOPs" in printed
     report = json.loads((out / "report.json").read_text())
     t = report["totals"]
     assert report["excluded_models"] == ["new"] and t["kernels"] == len(kernels)
@@ -150,16 +162,18 @@ def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_mo
     assert kept_default >= 1
 
 
-def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank_and_new_model, tmp_path, capsys):
+def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank_and_new_model, replay_run,
+                                                                            tmp_path, capsys):
     import gzip
     import json
+    import shutil
 
     from recommender.cli import main
     from recommender.transfer_data import read_rows
     bank, kernels, new_path = bank_and_new_model
     out = tmp_path / "replay"
-    argv = ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--out", str(out)]
-    assert main(argv) == 0
+    shutil.copytree(replay_run[0], out)  # a finished run, resumed in a copy of its folder
+    argv = _replay_argv(bank, new_path, out)
     first = json.loads((out / "report.json").read_text())
     rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     keep = {kernels[0].name, kernels[1].name}

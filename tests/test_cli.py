@@ -34,7 +34,8 @@ def test_kernels_table_and_json(onnx_file, tmp_path, capsys):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
 
 
-def test_bad_inputs_give_one_line_errors(tmp_path):
+def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
+    """In process (the entry point itself is covered by the --help and --debug tests): exit 2, one line."""
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"\x00\x01 this is not a protobuf \xff" * 10)
     not_pt2 = tmp_path / "text.pt2"
@@ -53,11 +54,11 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
     (tmp_path / "model.bin").write_text("x")
     cases.append((["kernels", str(tmp_path / "model.bin")], "unrecognised model spec"))
     for argv, message in cases:
-        out = run_cli(*argv)
-        assert out.returncode == 2, (argv, out.stderr)
-        err_lines = [ln for ln in out.stderr.splitlines() if ln.startswith("schedrec:")]
-        assert len(err_lines) == 1 and message in err_lines[0], (argv, out.stderr)
-        assert "Traceback" not in out.stderr, (argv, out.stderr)
+        code, err = main(argv), capsys.readouterr().err
+        assert code == 2, (argv, err)
+        err_lines = [ln for ln in err.splitlines() if ln.startswith("schedrec:")]
+        assert len(err_lines) == 1 and message in err_lines[0], (argv, err)
+        assert "Traceback" not in err, (argv, err)
 
 
 def test_debug_flag_shows_the_traceback(tmp_path):

@@ -94,7 +94,8 @@ def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx
         holder.join(30)
     assert (out / ".lock").exists()  # what the killed run left
     assert main(["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
-                 "--budget-per-kernel", "1", "--no-untuned", "--fallback-samples", "0", "--out", str(out)]) == 0
+                 "--budget-per-kernel", "1", "--no-untuned", "--fallback-samples", "0", "--top-n", "1", "--cap", "4",
+                 "--repeat", "2", "--out", str(out)]) == 0
     assert (out / "report.json").exists()
 
 
@@ -103,7 +104,8 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
     bank = _shipped_bank(tmp_path, "resnet18")
     out = tmp_path / "t"
     argv = ["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
-            "--budget-per-kernel", "2", "--no-untuned", "--out", str(out)]
+            "--budget-per-kernel", "1", "--no-untuned", "--top-n", "1", "--cap", "4", "--fallback-samples", "1",
+            "--repeat", "2", "--out", str(out)]  # a small pool: the test is about the signal, not the choice
     proc = subprocess.Popen([sys.executable, "-m", "recommender.cli", *argv], stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     rows = out / "candidates.jsonl.gz"

@@ -8,11 +8,8 @@ import statistics
 
 import pytest
 
-from recommender.bank_tune import tune_model
-from recommender.measure import MeasureSettings
 from recommender.transfer_data import read_rows
 
-from .conftest import save_pt2
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
 
@@ -22,17 +19,27 @@ def _dict_rows(path):
     return [r.to_json() for r in read_rows(path)]
 
 
-FAST = MeasureSettings(repeat=2, min_repeat_ms=1)
+@pytest.fixture(scope="module")
+def bank2(two_model_bank):
+    """Two small CNNs of other widths and sizes ("donor" and "wide"), 3 trials per kernel, in one bank."""
+    return two_model_bank
+
+
+MATRIX_ARGS = ("--cap", "2", "--repeat", "2")
 
 
 @pytest.fixture(scope="module")
-def bank2(target, tmp_path_factory):
-    """Two small CNNs of other widths and sizes, 3 trials per kernel, in one bank."""
-    d = tmp_path_factory.mktemp("matrix")
-    for name, width, size in (("narrow", 8, 32), ("wide", 16, 24)):
-        tune_model(save_pt2(d / f"{name}.pt2", width, size), target, d / "bank", trials_per_task=3, min_share=0.0,
-                   settings=FAST, trials_per_iter=3)
-    return d / "bank"
+def donor_matrix(bank2, tmp_path_factory):
+    """The donor model's rows of the matrix (leave-one-model-out replay onto it), run once; tests that resume
+    or change the run work on a copy of its output folder."""
+    out = tmp_path_factory.mktemp("donor_matrix") / "transfer"
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
+    return out
+
+
+def _copy_of(folder, tmp_path):
+    shutil.copytree(folder, tmp_path / "transfer")
+    return tmp_path / "transfer"
 
 
 def _cli(*argv):
@@ -47,8 +54,8 @@ def test_all_pairs_keeps_every_candidate_leaving_the_target_model_out(bank2, tmp
     printed = capsys.readouterr().out
     assert "ALL" in printed and "rows ->" in printed
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["bank_models"] == ["narrow", "wide"] and summary["top_n"] == 2 and summary["cap"] == 4
-    for model, other in (("narrow", "wide"), ("wide", "narrow")):
+    assert summary["bank_models"] == ["donor", "wide"] and summary["top_n"] == 2 and summary["cap"] == 4
+    for model, other in (("donor", "wide"), ("wide", "donor")):
         rows = _dict_rows(out / f"{model}.jsonl.gz")
         kernels = {r["target_kernel"] for r in rows}
         meta = json.loads((bank2 / model / "meta.json").read_text())
@@ -72,11 +79,9 @@ def test_all_pairs_keeps_every_candidate_leaving_the_target_model_out(bank2, tmp
     assert summary["all"]["valid_per_kernel"] > 0
 
 
-def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, tmp_path):
-    out = tmp_path / "transfer"
-    assert _cli("--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
-                "--repeat", "2") == 0
-    path = out / "narrow.jsonl.gz"
+def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, donor_matrix, tmp_path):
+    out = _copy_of(donor_matrix, tmp_path)
+    path = out / "donor.jsonl.gz"
     rows = _dict_rows(path)
     kernels = list(dict.fromkeys(r["target_kernel"] for r in rows))
     assert len(kernels) >= 2
@@ -84,20 +89,17 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, tmp_path):
     kept = [r for r in rows if r["target_kernel"] != kernels[-1]]
     with gzip.open(path, "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in kept)
-    assert _cli("--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
-                "--repeat", "2") == 0
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
     again = _dict_rows(path)
     assert again[:len(kept)] == kept  # measured rows are kept as they were, not measured again
     assert {r["target_kernel"] for r in again[len(kept):]} == {kernels[-1]}
     assert not (out / "wide.jsonl.gz").exists()
 
 
-def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, tmp_path, capsys):
-    out = tmp_path / "transfer"
-    argv = ["--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out), "--cap", "2",
-            "--repeat", "2"]
-    assert _cli(*argv) == 0
-    path = out / "narrow.jsonl.gz"
+def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, donor_matrix, tmp_path, capsys):
+    out = _copy_of(donor_matrix, tmp_path)
+    argv = ["--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS]
+    path = out / "donor.jsonl.gz"
     rows = _dict_rows(path)
     kernels = list(dict.fromkeys(r["target_kernel"] for r in rows))
     flagged = kernels[0]
@@ -127,15 +129,15 @@ def test_all_pairs_bad_input(bank2, tmp_path, capsys):
     assert _cli("--all-pairs", "--model", "zoo:resnet18", "--bank", str(bank2)) == 2
     assert "--all-pairs" in capsys.readouterr().err
     one = tmp_path / "one"
-    shutil.copytree(bank2 / "narrow", one / "narrow")
+    shutil.copytree(bank2 / "donor", one / "donor")
     assert _cli("--all-pairs", "--bank", str(one), "--out", str(out)) == 2
     assert "2 or more bank models" in capsys.readouterr().err
     out.mkdir(exist_ok=True)
-    (out / "narrow.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
-    assert _cli("--all-pairs", "--models", "narrow", "--bank", str(bank2), "--out", str(out)) == 2
+    (out / "donor.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out)) == 2
     err = capsys.readouterr().err
-    assert "corrupt or truncated transfer-matrix file" in err and "narrow.jsonl.gz" in err
-    assert (out / "narrow.jsonl.gz").read_bytes() == b"\x1f\x8b\x08\x00garbage"  # left as it was
+    assert "corrupt or truncated transfer-matrix file" in err and "donor.jsonl.gz" in err
+    assert (out / "donor.jsonl.gz").read_bytes() == b"\x1f\x8b\x08\x00garbage"  # left as it was
 
 
 def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):

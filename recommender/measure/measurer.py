@@ -59,6 +59,7 @@ class MeasureResult:
     error: str = ""
     build_s: float = 0.0
     run_s: float = 0.0
+    scheduled_kernels: int | None = None  # whole models built with a database: the kernels it scheduled
 
     @property
     def ok(self) -> bool:
@@ -230,15 +231,16 @@ class Measurer:
         path = self._artifact_path()
         t0 = time.perf_counter()
         try:
-            self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod), "target": self.target_config,
-                                                   "out_path": path, "database_dir": database_dir},
-                                   max(self.settings.build_timeout_s, 1800.0))
+            built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
+                                                           "target": self.target_config, "out_path": path,
+                                                           "database_dir": database_dir},
+                                           max(self.settings.build_timeout_s, 1800.0))
         except (WorkerError, WorkerTimeout, WorkerCrash) as err:
             status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
             return MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
         build_s = time.perf_counter() - t0
         result = self.time_model_library(path, input_info, settings)
-        result.build_s = build_s
+        result.build_s, result.scheduled_kernels = build_s, built["scheduled"]
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return result
 

@@ -24,18 +24,22 @@ def _build(payload: dict) -> str:
     return _export(tvm.compile(mod, target=tvm.target.Target(payload["target"])), payload["out_path"])
 
 
-def _build_model(payload: dict) -> str:
-    """Compile a whole Relax model (optionally with a MetaSchedule database's schedules) to a library."""
+def _build_model(payload: dict) -> dict:
+    """Compile a whole Relax model (optionally with a MetaSchedule database's schedules) to a library.
+    Answers the library's path and, with a database, how many kernels it scheduled."""
     import tvm
     from tvm import relax
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
+    scheduled = None
     if payload.get("database_dir"):
         from tvm.s_tir import meta_schedule as ms
         db = ms.database.JSONDatabase(work_dir=payload["database_dir"], allow_missing=False)
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-    return _export(tvm.compile(mod, target=target), payload["out_path"])
+        scheduled = sum(1 for f in mod.functions.values()
+                        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"))
+    return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled}
 
 
 def _time_model(payload: dict) -> list[float]:
@@ -236,7 +240,10 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the parent handles it and closes its workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(sys.argv[1])
+    try:
+        sock.connect(sys.argv[1])
+    except OSError:  # the parent stopped (a signal) while this worker was starting: nobody to serve
+        sys.exit(0)
     serve(Connection(sock.detach()))
 
 

@@ -108,6 +108,7 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
     return {
         "kernels": len(choices), "candidates": sum(c.candidates for c in choices),
         "valid": sum(c.valid for c in choices), "records_written": timing.records,
+        "kernels_scheduled_in_build": tuned.scheduled_kernels,  # what the final build took from the database
         "flop_coverage_class_only": by_class / flops if flops else 0.0,
         "flop_coverage_valid": transferable / flops if flops else 0.0,
         "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),

@@ -1,0 +1,160 @@
+"""Break each guarded behaviour once and check that its test fails (a small, fixed mutation test).
+
+Each break is one textual edit of the source (the exact old text must occur once); the file is restored
+after its tests ran, also on Ctrl-C. A break whose tests still pass is MISSED: that test guards nothing.
+Writes tests/break_once.json (target, date, per break: the tests run, caught or not, seconds), which the
+README's test section is generated from.
+
+    python scripts/break_once.py            # every break (about 15 minutes on 2 cores)
+    python scripts/break_once.py --only pause,locks
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "break_once.json"
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    what: str  # the behaviour that stops working
+    path: str
+    old: str | None  # None: found at run time (see _card_break)
+    new: str | None
+    tests: tuple[str, ...]
+
+
+BREAKS = (
+    Break("locks", "a folder held by another run is no longer refused",
+          "recommender/bank.py", "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)", "pass",
+          ("tests/test_run_control.py::test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not",)),
+    Break("stale-lock", "the .lock file a killed run leaves blocks the next run",
+          "recommender/bank.py", '    path = folder / ".lock"\n',
+          '    path = folder / ".lock"\n    if path.exists():\n'
+          '        raise BankError(f"{folder} is in use by another schedrec run ({what})")\n',
+          ("tests/test_run_control.py::test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not",)),
+    Break("pause", "PAUSE no longer holds the run between kernels",
+          "recommender/bank.py", "    if pause.exists():\n", "    if False:\n",
+          ("tests/test_run_control.py::test_pause_holds_the_driver_between_kernels",)),
+    Break("sigint", "Ctrl-C exits 1 instead of 130",
+          "recommender/cli.py",
+          "        return _stopped(signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT)",
+          "        return 1",
+          ("tests/test_run_control.py::test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_resumes",)),
+    Break("sigterm-in-tuning", "SIGTERM inside MetaSchedule's search ends as an internal error",
+          "recommender/cli.py", "        if _stopped_by:  #", "        if False:  #",
+          ("tests/test_bank.py::test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes",)),
+    Break("database-ignored", "the whole-model build no longer applies the database's schedules",
+          "recommender/measure/worker.py", "            mod = relax.transform.MetaScheduleApplyDatabase()(mod)\n",
+          "            pass\n",
+          ("tests/test_bank.py::test_whole_model_timing_untuned_and_with_the_bank",)),
+    Break("slowest-chosen", "the choice takes the slowest valid candidate, not the fastest",
+          "recommender/transfer/choice.py",
+          "best = min((r for r in choice.rows if not r.is_default and r.ok), key=lambda r: r.latency_s, default=None)",
+          "best = max((r for r in choice.rows if not r.is_default and r.ok), key=lambda r: r.latency_s, default=None)",
+          ("tests/test_transfer.py::test_top2_per_kernel_measures_two_candidates_and_writes_the_fastest_measured_trace",)),
+    Break("no-resume", "a rerun measures finished kernels again",
+          "recommender/transfer/driver.py", "        if saved is not None:\n", "        if False:\n",
+          ("tests/test_transfer.py::test_a_rerun_resumes_and_measures_nothing",)),
+    Break("no-anchor-fallback", "kernels without a same-class donor no longer get same-anchor donors",
+          "recommender/transfer/kernel.py", "for m in (CLASS, ANCHOR) if anchor_fallback else (CLASS,):",
+          "for m in (CLASS,):",
+          ("tests/test_transfer.py::test_anchor_fallback_end_to_end_and_switched_off",)),
+    Break("cap-not-spread", "a cap keeps the first donor model's records only",
+          "recommender/candidates.py", "        return ordered[:cap] if cap else ordered",
+          "        return sorted(pool, key=lambda s: (s.model, s.rank))[:cap] if cap else ordered",
+          ("tests/test_selection.py::test_cap_spreads_the_pool_across_donor_models_best_ranks_first",)),
+    Break("pad-border", "anchor-trace schedules that leave a padded border unwritten are accepted",
+          "recommender/replay.py", "    blocks = [sch.get_sblock(\"root\"), *all_blocks(sch)]\n",
+          "    return \"\"\n    blocks = [sch.get_sblock(\"root\"), *all_blocks(sch)]\n",
+          ("tests/test_replay.py::test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would_compute_wrong",)),
+    Break("index-fill", "integer index inputs of the output check are all zeros again",
+          "recommender/measure/args.py", "    if not ints:\n        return bounds\n",
+          "    if True:\n        return bounds\n",
+          ("tests/test_check_inputs.py",)),
+    Break("onnx-rewrite", "ONNX 3-D matmuls keep their export-specific kernel class",
+          "recommender/canonical.py", "        if not new.same_as(func):\n", "        if False:\n",
+          ("tests/test_onnx_import.py::test_onnx_encoder_matmuls_fall_in_the_torch_classes",)),
+    Break("flops-doubled", "kernel FLOP counts are twice the true count",
+          "featurize/tir_structure.py", "        return float(estimate_tir_flops(mod))",
+          "        return 2 * float(estimate_tir_flops(mod))",
+          ("tests/test_kernels.py::test_zoo_transformer_kernels", "tests/test_kernels.py::test_onnx_import")),
+    Break("card-format", "the model card prints its numbers with one decimal fewer",
+          "scripts/make_card.py", None, None,  # filled in below: the card's latency format
+          ("tests/test_figures.py::test_card_and_transfer_figures_reproduce_the_committed_files",)),
+)
+
+
+def _card_break() -> tuple[str, str]:
+    """The line of make_card.py with its first number format ('.2f' or '.1f') and its one-decimal-fewer twin."""
+    text = (ROOT / "scripts" / "make_card.py").read_text()
+    for fmt, fewer in ((":.2f}", ":.1f}"), (":.1f}", ":.0f}")):
+        if fmt in text:
+            i = text.index(fmt)
+            line_start, line_end = text.rindex("\n", 0, i) + 1, text.index("\n", i)
+            line = text[line_start:line_end]
+            if text.count(line) == 1:
+                return line, line.replace(fmt, fewer, 1)
+    raise SystemExit("make_card.py has no latency format to break")
+
+
+def run_break(b: Break, timeout_s: int) -> dict:
+    path = ROOT / b.path
+    original = path.read_text()
+    old, new = (b.old, b.new) if b.old is not None else _card_break()
+    if original.count(old) != 1:
+        raise SystemExit(f"{b.name}: the text to break occurs {original.count(old)} times in {b.path}, not once")
+    t0 = time.monotonic()
+    try:
+        path.write_text(original.replace(old, new))
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *b.tests],
+                              cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+        code, tail = proc.returncode, proc.stdout.strip().splitlines()[-1:] or [""]
+    except subprocess.TimeoutExpired:
+        code, tail = -1, ["timed out"]
+    finally:
+        path.write_text(original)
+    caught = code not in (0, 5, -1)  # 5: no tests collected (a renamed test), -1: timeout
+    return {"name": b.name, "what": b.what, "file": b.path, "tests": list(b.tests), "pytest_exit": code,
+            "summary": tail[0], "caught": caught, "seconds": round(time.monotonic() - t0, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated break names (default: all)")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per break's tests")
+    ap.add_argument("--no-write", action="store_true", help=f"do not update {OUT.relative_to(ROOT)}")
+    a = ap.parse_args(argv)
+    chosen = [b for b in BREAKS if not a.only or b.name in a.only.split(",")]
+    if a.only and len(chosen) != len(a.only.split(",")):
+        ap.error(f"unknown break; known: {', '.join(b.name for b in BREAKS)}")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # restore the file on SIGTERM as on Ctrl-C
+    sys.path.insert(0, str(ROOT))
+    from recommender.target import native_target
+    results = []
+    for b in chosen:
+        r = run_break(b, a.timeout)
+        results.append(r)
+        print(f"{'caught' if r['caught'] else 'MISSED'}  {b.name:20s} {r['seconds']:6.1f} s  {r['summary']}", flush=True)
+    if not a.no_write:
+        previous = json.loads(OUT.read_text())["breaks"] if OUT.exists() else []
+        merged = {r["name"]: r for r in previous} | {r["name"]: r for r in results}
+        OUT.write_text(json.dumps({"target_key": native_target().key, "date": datetime.date.today().isoformat(),
+                                   "breaks": [merged[b.name] for b in BREAKS if b.name in merged]}, indent=1) + "\n")
+    missed = [r["name"] for r in results if not r["caught"]]
+    print(f"{len(results) - len(missed)} of {len(results)} breaks caught" + (f"; missed: {', '.join(missed)}" if missed else ""))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
