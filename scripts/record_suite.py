@@ -15,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
+LIMIT_S = {"full": 20 * 60, "fast": 3 * 60}  # `make test` and `make test-fast`, as the README and Makefile say
 SLOW = re.compile(r"^([\d.]+)s (call|setup)\s+(\S+)")  # a fixture's setup counts as its first test's
 
 
@@ -28,6 +29,10 @@ def main() -> int:
         print(f"record_suite.py: error: no pytest summary line in {sys.argv[2]}", file=sys.stderr)
         return 2
     failed, passed, skipped, seconds = found[-1].groups()
+    if float(seconds) > LIMIT_S[tier]:
+        print(f"record_suite.py: error: the {tier} tier took {float(seconds) / 60:.1f} min, over the "
+              f"{LIMIT_S[tier] // 60} min the README promises: make it faster before recording it", file=sys.stderr)
+        return 1
     sys.path.insert(0, str(ROOT))
     from recommender.target import native_target
     path = ROOT / "tests" / "suite_timing.json"
