@@ -163,11 +163,12 @@ def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_mo
 
 
 def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank_and_new_model, replay_run,
-                                                                            tmp_path, capsys):
+                                                                            tmp_path, capsys, monkeypatch):
     import gzip
     import json
     import shutil
 
+    import recommender.transfer.exhaustive as exhaustive
     from recommender.cli import main
     from recommender.transfer_data import read_rows
     bank, kernels, new_path = bank_and_new_model
@@ -175,6 +176,17 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     shutil.copytree(replay_run[0], out)  # a finished run, resumed in a copy of its folder
     argv = _replay_argv(bank, new_path, out)
     first = json.loads((out / "report.json").read_text())
+    rows_before = (out / "candidates.jsonl.gz").read_bytes()
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("a finished kernel was replayed and measured again")
+
+    with monkeypatch.context() as m:  # a second full replay: every kernel comes from its rows
+        m.setattr(exhaustive, "transfer_kernel", no_measuring)
+        assert main(argv) == 0
+    assert (out / "candidates.jsonl.gz").read_bytes() == rows_before
+    assert [k["chosen"] for k in json.loads((out / "report.json").read_text())["kernels"]] == \
+        [k["chosen"] for k in first["kernels"]]
     rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     keep = {kernels[0].name, kernels[1].name}
     kept = [r for r in rows if r["target_kernel"] in keep]
