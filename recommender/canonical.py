@@ -12,6 +12,10 @@ batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attentio
   last dim), so that the bias stays fused with the matmul as in torch's addmm; what follows (activation,
   residual add) stays outside the kernel, as in the torch form.
 
+Also compile fixes, not class changes: ``equal`` / ``not_equal`` of two bool tensors compare them as int8,
+and a bool ``cumsum`` sums as int32 and casts back (TVM 0.27's LLVM codegen takes bool for a float in
+compares and adds and fails the build: GPT-2's causal mask and position ids).
+
 Reshapes cost nothing at run time (the build turns them into views). Every rewrite keeps the function's
 output exactly (tests compare the compiled outputs).
 """
@@ -91,8 +95,34 @@ def _rules() -> list:
         args = [src, flat_bias] if orig.args[0].same_as(r) else [flat_bias, src]
         return relax.op.reshape(relax.op.add(*args), full)
 
+    p, q = wildcard(), wildcard()
+
+    def bool_compare(orig: object, m: dict) -> object:
+        a, b = m[p], m[q]
+        if not (_dtype(a) == _dtype(b) == "bool"):
+            return orig
+        compare = relax.op.equal if orig.op.name == "relax.equal" else relax.op.not_equal
+        return compare(relax.op.astype(a, "int8"), relax.op.astype(b, "int8"))
+
+    def bool_cumsum(orig: object, m: dict) -> object:
+        a = m[p]
+        if _dtype(a) != "bool" or _dtype(orig) != "bool":
+            return orig
+        at = orig.attrs
+        summed = relax.op.cumsum(relax.op.astype(a, "int32"), axis=at.axis, dtype="int32", exclusive=at.exclusive)
+        return relax.op.astype(summed, "bool")
+
     return [(is_op("relax.matmul")(x, w), matmul),
-            (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add)]
+            (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add),
+            (is_op("relax.equal")(p, q) | is_op("relax.not_equal")(p, q), bool_compare),
+            (is_op("relax.cumsum")(p), bool_cumsum)]
+
+
+def _dtype(expr: object) -> str | None:
+    """The element type of a tensor expression, None if not a tensor."""
+    from tvm import relax
+    ty = getattr(expr, "ty", None)
+    return str(ty.dtype) if isinstance(ty, relax.TensorType) else None
 
 
 def _is_flattening(flat: list[int] | None, full: list[int] | None) -> bool:
