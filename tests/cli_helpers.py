@@ -15,6 +15,28 @@ def run_cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
                           timeout=600, preexec_fn=preexec, cwd=ROOT)
 
 
+def main_printing(*argv: str) -> tuple[int, str]:
+    """`schedrec ARGS` in this process: its exit code and what it printed on stdout."""
+    import contextlib
+    import io
+
+    from recommender.cli import main
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(list(argv))
+    return code, printed.getvalue()
+
+
+def load_script(name: str):
+    """scripts/NAME.py imported as module NAME (registered in sys.modules, as its dataclasses need)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def assert_one_line_error(code: int, err: str, message: str) -> None:
     """Exit code 2, exactly one `schedrec...` line on stderr carrying `message`, no traceback."""
     lines = [ln for ln in err.splitlines() if ln.startswith("schedrec")]

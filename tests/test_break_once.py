@@ -2,22 +2,11 @@
 each test it names exists (a renamed test or function would make a break silently test nothing)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from .cli_helpers import ROOT
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("break_once", ROOT / "scripts" / "break_once.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["break_once"] = mod  # its dataclass looks its module up
-    spec.loader.exec_module(mod)
-    return mod
+from .cli_helpers import ROOT, load_script
 
 
 def test_every_break_applies_once_and_names_existing_tests():
-    script = _script()
+    script = load_script("break_once")
     names = [b.name for b in script.BREAKS]
     assert len(names) == len(set(names))
     for b in script.BREAKS:

@@ -11,6 +11,7 @@ from recommender.measure import MeasureSettings, Measurer
 from recommender.measure.measurer import OK
 from recommender.model_import import import_model
 
+from .cli_helpers import main_printing
 from .conftest import save_pt2
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
@@ -110,15 +111,11 @@ def _replay_argv(bank, new_path, out) -> list[str]:
 def replay_run(bank_and_new_model, tmp_path_factory):
     """One exhaustive replay of the new model from the CLI, shared by the tests that read it or resume a
     copy of it: its output folder and what it printed."""
-    import contextlib
-    import io
-
-    from recommender.cli import main
     bank, _, new_path = bank_and_new_model
-    out, printed = tmp_path_factory.mktemp("replay") / "replay", io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(_replay_argv(bank, new_path, out)) == 0
-    return out, printed.getvalue()
+    out = tmp_path_factory.mktemp("replay") / "replay"
+    code, printed = main_printing(*_replay_argv(bank, new_path, out))
+    assert code == 0
+    return out, printed
 
 
 def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_and_new_model, replay_run):

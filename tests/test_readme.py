@@ -1,21 +1,12 @@
 """The README's generated sections are what the scripts write from the committed JSON (no hand-typed figures)."""
 from __future__ import annotations
 
-import importlib.util
-
-from .cli_helpers import ROOT
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .cli_helpers import ROOT, load_script
 
 
 def test_generated_sections_are_what_the_committed_data_gives():
     """results (compare files), demo (the recorded `make demo`) and data (the shipped folders' counts)."""
-    results = _script("readme_results")
+    results = load_script("readme_results")
     readme = (ROOT / "README.md").read_text()
     for name, render in results.SECTIONS.items():
         assert readme == results.splice(readme, render(), name), \

@@ -11,7 +11,7 @@ from recommender.measure import MeasureSettings, Measurer
 from recommender.rows import NOT_MEASURED, OK
 from recommender.transfer_data import read_rows
 
-from .cli_helpers import ROOT
+from .cli_helpers import ROOT, main_printing
 from .conftest import small_cnn
 
 pytestmark = pytest.mark.slow
@@ -30,24 +30,27 @@ def bank_and_onnx(donor_bank, tmp_path_factory):
     return donor_bank, path
 
 
+def _transfer_argv(bank, onnx_path, out, *budget: str, selector: str = "lgbm",
+                   untuned: bool = False) -> list[str]:
+    return (["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(SHIPPED),
+             "--selector", selector, *budget, "--repeat", "3", "--out", str(out)] +
+            ([] if untuned else ["--no-untuned"]))
+
+
 def _transfer(bank, onnx_path, out, *budget: str, selector: str = "lgbm", untuned: bool = False) -> int:
     from recommender.cli import main
-    return main(["transfer", "--model", onnx_path, "--bank", str(bank), "--recommender", str(SHIPPED),
-                 "--selector", selector, *budget, "--repeat", "3", "--out", str(out)] +
-                ([] if untuned else ["--no-untuned"]))
+    return main(_transfer_argv(bank, onnx_path, out, *budget, selector=selector, untuned=untuned))
 
 
 @pytest.fixture(scope="module")
 def k2_run(bank_and_onnx, tmp_path_factory):
     """One budgeted transfer at 2 measurements per kernel (lgbm), shared by the tests that only read it:
     its output folder and what it printed."""
-    import contextlib
-    import io
     bank, onnx_path = bank_and_onnx
-    out, printed = tmp_path_factory.mktemp("k2") / "out", io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "2") == 0
-    return out, printed.getvalue()
+    out = tmp_path_factory.mktemp("k2") / "out"
+    code, printed = main_printing(*_transfer_argv(bank, onnx_path, out, "--budget-per-kernel", "2"))
+    assert code == 0
+    return out, printed
 
 
 def _records(db_dir) -> list:
