@@ -12,9 +12,10 @@ batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attentio
   last dim), so that the bias stays fused with the matmul as in torch's addmm; what follows (activation,
   residual add) stays outside the kernel, as in the torch form.
 
-Also compile fixes, not class changes: ``equal`` / ``not_equal`` of two bool tensors compare them as int8,
-and a bool ``cumsum`` sums as int32 and casts back (TVM 0.27's LLVM codegen takes bool for a float in
-compares and adds and fails the build: GPT-2's causal mask and position ids).
+Also compile fixes, not class changes: compares (``equal``, ``greater``, ...) of two bool tensors compare them
+as int8, bitwise ops on bool tensors become the logical ones, and a bool ``cumsum`` sums as int32 and casts
+back (TVM 0.27's LLVM codegen takes bool for a float in compares, bitwise ops and adds and fails the build:
+GPT-2's causal mask and position ids; a padding mask inverted with ``~``).
 
 Reshapes cost nothing at run time (the build turns them into views). Every rewrite keeps the function's
 output exactly (tests compare the compiled outputs).
@@ -101,8 +102,14 @@ def _rules() -> list:
         a, b = m[p], m[q]
         if not (_dtype(a) == _dtype(b) == "bool"):
             return orig
-        compare = relax.op.equal if orig.op.name == "relax.equal" else relax.op.not_equal
+        compare = getattr(relax.op, orig.op.name.split(".")[-1])
         return compare(relax.op.astype(a, "int8"), relax.op.astype(b, "int8"))
+
+    def bool_bitwise(orig: object, m: dict) -> object:
+        args = [m[p]] if orig.op.name == "relax.bitwise_not" else [m[p], m[q]]
+        if any(_dtype(a) != "bool" for a in args):
+            return orig
+        return getattr(relax.op, orig.op.name.replace("relax.bitwise_", "logical_"))(*args)
 
     def bool_cumsum(orig: object, m: dict) -> object:
         a = m[p]
@@ -114,8 +121,21 @@ def _rules() -> list:
 
     return [(is_op("relax.matmul")(x, w), matmul),
             (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add),
-            (is_op("relax.equal")(p, q) | is_op("relax.not_equal")(p, q), bool_compare),
+            (_any_op(_COMPARES, p, q), bool_compare),
+            (is_op("relax.bitwise_not")(p) | _any_op(_BITWISE, p, q), bool_bitwise),
             (is_op("relax.cumsum")(p), bool_cumsum)]
+
+
+_COMPARES = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
+_BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor")
+
+
+def _any_op(names: tuple[str, ...], *args: object) -> object:
+    """A pattern matching a call of any of the binary ops `names` on `args`."""
+    from functools import reduce
+
+    from tvm.relax.dpl import is_op
+    return reduce(lambda a, b: a | b, (is_op(f"relax.{n}")(*args) for n in names))
 
 
 def _dtype(expr: object) -> str | None:

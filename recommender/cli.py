@@ -476,9 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def fallback_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,
-                        metavar="N", help="where no donor replays on a kernel, draw N schedules from its own design "
-                                          "space as candidates, so that no kernel is left as plain loops "
-                                          "(default 4; 0: off)")
+                        metavar="N", help="where no donor replays on a kernel, or none of those measured beats its "
+                                          "default, draw N schedules from its own design space as candidates, "
+                                          "so that no kernel is left as plain loops (default 4; 0: off)")
 
     k = sub.add_parser("kernels", help=cmd_kernels.__doc__, description=cmd_kernels.__doc__)
     k.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")

@@ -13,6 +13,8 @@ with the largest expected gain of one more, where the k-th measurement of a kern
 """
 from __future__ import annotations
 
+import dataclasses
+
 import heapq
 import random
 import time
@@ -90,13 +92,16 @@ class Ranked:
 
 
 def ranked(selector: Selector, kernel: KernelCandidates) -> list[int]:
-    """The selector's order of a kernel's candidates; design-space samples (the fallback where no donor
-    replays, match SAMPLED) keep their draw order: no ranker was trained on them."""
-    if not kernel.rows:
-        return []
-    if all(r.match == SAMPLED for r in kernel.rows):
-        return list(range(len(kernel.rows)))
-    return selector.order(kernel)
+    """The selector's order of a kernel's candidates; design-space samples (match SAMPLED: the fallback where
+    no donor replays or none beat the default) come after the donors' in draw order: no ranker was trained on
+    them."""
+    donors = [i for i, r in enumerate(kernel.rows) if r.match != SAMPLED]
+    drawn = [i for i, r in enumerate(kernel.rows) if r.match == SAMPLED]
+    if not donors:
+        return drawn
+    if drawn:
+        kernel = dataclasses.replace(kernel, rows=tuple(kernel.rows[i] for i in donors))
+    return [donors[i] for i in selector.order(kernel)] + drawn
 
 
 def split_budget(kernels: Sequence[KernelCandidates], budget: int | None = None,

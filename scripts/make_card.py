@@ -32,6 +32,12 @@ def _tuned_share(meta: dict) -> str:
     return f"{sum(1 for k in ks if k.get('tuned'))}/{len(ks)}{share}"
 
 
+def own_record_coverage(root) -> dict[str, str]:
+    """Per bank and reference model of a target folder, what its own records cover (`_tuned_share`)."""
+    metas = [read_meta(f) for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
+    return {meta["model"]: _tuned_share(meta) for meta in metas}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="native")
@@ -40,7 +46,7 @@ def main() -> None:
     root = repo_models_dir() / target.key
     lines = [f"# {target.key}: bank and references", "",
              f"Target: `{json.dumps(target.config)}`; CPU: {cpu_name()}.", ""]
-    coverage: dict[str, str] = {}
+    coverage = own_record_coverage(root)
     for kind in ("bank", "reference"):
         if not (root / kind).is_dir():
             continue
@@ -51,7 +57,6 @@ def main() -> None:
         settings, hours = None, 0.0
         for f in folders:
             s, meta = model_summary(f), read_meta(f)
-            coverage[s["model"]] = _tuned_share(meta)
             settings = settings or {"measurer": meta.get("measurer"), "search": meta.get("search"),
                                     "min_flop_share": meta.get("min_flop_share")}
             lines.append(f"| {s['model']} | {s['kernels']} | {s['tuned_kernels']} | {s['done_kernels']} | "
@@ -69,27 +74,62 @@ def main() -> None:
     if lat_path.exists():
         lat = read_json(lat_path)
         lines += ["## Model latency (ms, batch 1, median)", "",
-                  "The same input, one run per model (`python scripts/latency_table.py --redo`). Tuned TVM uses the "
-                  "model's own records (bank or reference) and is the median of 7 repeats of at least 200 ms; PyTorch "
-                  "and ONNX Runtime the median of 5 repeats of at least 200 ms; untuned TVM (no schedule: plain loops) the median of 3 runs. "
-                  f"{_measured_with(lat, target)} Only the kernels that hold at least the minimum FLOP "
-                  "share were tuned; the others run TVM's default code (plain loops), so a model with many small "
-                  "kernels can stay slower than PyTorch even where its big kernels are fast. The `tuned` column says "
-                  "how many kernels were tuned and what share of the model's FLOPs they hold.", "",
-                  "| model | set | tuned | untuned TVM | tuned TVM | PyTorch eager | ONNX Runtime | tuned TVM / PyTorch | "
-                  "tuned TVM / ORT |", "|---|---|---|---|---|---|---|---|---|"]
-        for name, r in lat.items():
-            lines.append(f"| {name} | {r.get('kind')} | {coverage.get(name, '-')} | {_fmt(r.get('tvm_untuned_ms'))} | "
-                         f"{_fmt(r.get('tvm_tuned_ms'))} | "
-                         f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
-                         f"{_ratio(r.get('tvm_tuned_ms'), r.get('pytorch_ms'))} | "
-                         f"{_ratio(r.get('tvm_tuned_ms'), r.get('onnxruntime_ms'))} |")
+                  "The same input, one run per model (`python scripts/latency_table.py --redo`). "
+                  "*Own records* applies the model's own tuning records (bank or reference): only kernels that hold "
+                  "at least the minimum FLOP share were tuned, the others run TVM's default code (plain loops). "
+                  "*schedrec* is what schedrec hands back for the model as if it were new: budgeted transfer from "
+                  "the bank's other models (the model itself left out, and lgbm fitted without it), the top "
+                  f"{_k(lat)} candidates per kernel measured, design-space samples where no donor replays; "
+                  "*plain loops* is the share of its kernel time in kernels that kept TVM's default code (no "
+                  "candidate beat it, or none compiled), and *search* its search time. Both TVM columns are the "
+                  "median of 7 repeats of at least 200 ms; PyTorch and ONNX Runtime the median of 5 repeats of at "
+                  "least 200 ms; untuned TVM (plain loops everywhere) the median of 3 runs. "
+                  f"{_measured_with(lat, target)}", ""]
+        lines += latency_table(lat, coverage)
+        lines += ["", latency_summary(lat)]
         lines.append("")
     section = rankers_markdown(root)
     if section:
         lines += [section, ""]
     atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
     print(f"wrote {root / 'card.md'}")
+
+
+def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
+    """The latency table's Markdown lines (card and README), one row per model of latency.json."""
+    lines = ["| model | set | kernels with own records | untuned TVM | TVM, own records | schedrec | plain loops | "
+             "search s | PyTorch eager | ONNX Runtime | schedrec / PyTorch | schedrec / ORT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in lat.items():
+        out = r.get("schedrec") or {}
+        share = out.get("time_share_default")
+        lines.append(f"| {name} | {r.get('kind')} | {coverage.get(name, '-')} | {_fmt(r.get('tvm_untuned_ms'))} | "
+                     f"{_fmt(r.get('tvm_tuned_ms'))} | {_fmt(r.get('schedrec_ms'))} | "
+                     f"{'-' if share is None else format(100 * share, '.1f') + '%'} | "
+                     f"{_fmt(None if out.get('search_s') is None else round(out['search_s']))} | "
+                     f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
+                     f"{_ratio(r.get('schedrec_ms'), r.get('pytorch_ms'))} | "
+                     f"{_ratio(r.get('schedrec_ms'), r.get('onnxruntime_ms'))} |")
+    return lines
+
+
+def _k(lat: dict) -> str:
+    ks = sorted({r["schedrec"]["per_kernel"] for r in lat.values() if r.get("schedrec")})
+    return " or ".join(map(str, ks)) or "k"
+
+
+def latency_summary(lat: dict) -> str:
+    """How many rows schedrec's output beats PyTorch on, and is within 1.5x of ONNX Runtime on."""
+    both = [r for r in lat.values() if r.get("schedrec_ms") and r.get("pytorch_ms")]
+    ort = [r for r in lat.values() if r.get("schedrec_ms") and r.get("onnxruntime_ms")]
+    if not both:
+        return "No row has schedrec's output yet."
+    beats = sum(r["schedrec_ms"] < r["pytorch_ms"] for r in both)
+    near = sum(r["schedrec_ms"] <= 1.5 * r["onnxruntime_ms"] for r in ort)
+    own = sum(r["schedrec_ms"] < r["tvm_tuned_ms"] for r in both if r.get("tvm_tuned_ms"))
+    return (f"schedrec's output is faster than PyTorch eager on {beats} of {len(both)} models, within 1.5x of ONNX "
+            f"Runtime on {near} of {len(ort)}, and faster than the model's own tuning records on {own} of "
+            f"{len(both)}.")
 
 
 def _measured_with(lat: dict, target: object) -> str:
@@ -99,7 +139,7 @@ def _measured_with(lat: dict, target: object) -> str:
     for name, r in lat.items():
         if "target" in r and "threads" in r:
             t = r["threads"]
-            key = (f"TVM (both columns) with target `{json.dumps(r['target'], sort_keys=True)}` and {t['tvm']} "
+            key = (f"TVM (all three columns) with target `{json.dumps(r['target'], sort_keys=True)}` and {t['tvm']} "
                    f"threads, PyTorch with {t['pytorch']} threads, ONNX Runtime with {t['onnxruntime']} intra-op "
                    f"threads, on {r.get('cpu', 'an unnamed CPU')}")
         else:

@@ -6,6 +6,8 @@ Each section lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in READM
 - demo: `models/<target-key>/demo/<model>.json` (`python scripts/record_demo.py`: a timed `make demo`);
 - data: what the shipped folders hold (bank and reference models, kernels, records; matrix and held-out
   rows), counted from the files;
+- latency: every `models/<target-key>/latency.json` (`python scripts/latency_table.py`): untuned TVM, the
+  models' own records, schedrec's output, PyTorch and ONNX Runtime, as in the target's card;
 - tests: the last recorded test-suite runs (tests/suite_timing.json, `python scripts/record_suite.py`) and the
   deliberate breaks their tests caught (tests/break_once.json, `python scripts/break_once.py`).
 No number in these sections is typed by hand.
@@ -202,7 +204,24 @@ def render_tests(root: Path = ROOT) -> str:
     return text
 
 
-SECTIONS = {"results": render, "demo": render_demo, "data": render_data, "tests": render_tests}
+def render_latency(root: Path = ROOT) -> str:
+    """Each target's latency table (`models/<key>/latency.json`, `python scripts/latency_table.py`), as in its card."""
+    sys.path[:0] = [str(root), str(root / "scripts")]
+    from make_card import latency_summary, latency_table, own_record_coverage
+    parts = []
+    for path in sorted((root / "models").glob("*/latency.json")):
+        lat = json.loads(path.read_text())
+        first = next(iter(lat.values()), {})
+        dates = sorted({r.get("date", "?") for r in lat.values()})
+        threads = sorted({str(r.get("threads", {}).get("tvm", "?")) for r in lat.values()})
+        parts += [f"#### Measured on `{path.parent.name}` ({first.get('cpu', 'CPU not recorded')}, "
+                  f"{'/'.join(threads)} threads; {', '.join(dates)})", "",
+                  *latency_table(lat, own_record_coverage(path.parent)), "", latency_summary(lat), ""]
+    return "\n".join(parts) if parts else "No latency table has been measured yet.\n"
+
+
+SECTIONS = {"results": render, "demo": render_demo, "data": render_data, "tests": render_tests,
+            "latency": render_latency}
 
 
 def splice(readme: str, body: str, name: str = "results") -> str:

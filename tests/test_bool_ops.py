@@ -1,6 +1,7 @@
-"""Compares of two bool tensors (as in GPT-2's causal mask) compile and compute what torch does: TVM 0.27's
-LLVM codegen takes bool for a float there and fails the build without the rewrite in recommender/canonical.py.
-(Its bool cumsum rewrite is checked on GPT-2 itself: the whole model compiles and its output matches torch.)"""
+"""Compares and bitwise ops of bool tensors (GPT-2's causal mask, a padding mask inverted with ``~``) compile and
+compute what torch does: TVM 0.27's LLVM codegen takes bool for a float there and fails the build without the
+rewrite in recommender/canonical.py. (Its bool cumsum rewrite is checked on GPT-2 itself: the whole model
+compiles and its output matches torch.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +18,15 @@ class MaskLike(torch.nn.Module):
         return torch.where(same, 1.0, -1.0) + torch.where(differ, 2.0, 0.0) + ids.float()
 
 
+class PaddingMaskLike(torch.nn.Module):
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        keep = ~(ids == 0)  # bitwise_not of bool
+        later = (ids > 4) > (ids > 2)  # bool > bool
+        small = (ids < 6) <= keep  # bool <= bool
+        both = (keep & (ids < 6)) | (later ^ small)  # bitwise and / or / xor of bool
+        return torch.where(both, ids.float(), -1.0) + torch.where(small, 0.5, 0.0)
+
+
 def _compile(mod, target):
     import tvm
     from tvm import relax
@@ -27,15 +37,16 @@ def _compile(mod, target):
     return run
 
 
-def test_bool_compares_compile_and_match_torch(tmp_path, target):
+@pytest.mark.parametrize("net", [MaskLike, PaddingMaskLike])
+def test_bool_ops_compile_and_match_torch(tmp_path, target, net):
     from recommender.model_import import import_model, load_relax, lower_for_tuning
-    ids = torch.tensor([[3, 0, 5, 1, 6, 2, 2, 7]], dtype=torch.int64)
+    ids = torch.tensor([[3, 0, 5, 1, 6, 2, 0, 7]], dtype=torch.int64)
     path = tmp_path / "mask.pt2"
-    torch.export.save(torch.export.export(MaskLike().eval(), (ids,)), str(path))
+    torch.export.save(torch.export.export(net().eval(), (ids,)), str(path))
     model = import_model(str(path), target.tvm())
     got = _compile(model.mod, target.tvm())(ids.numpy())
-    np.testing.assert_array_equal(got, MaskLike()(ids).numpy())
+    np.testing.assert_array_equal(got, net()(ids).numpy())
     # without the rewrite the build fails (the reason for it)
     plain = lower_for_tuning(load_relax(str(path))[0], target.tvm(), canonical=False)
-    with pytest.raises(Exception, match="fcmp|kDLFloat"):  # a float compare of i1 values
+    with pytest.raises(Exception, match="fcmp|kDLFloat"):  # LLVM codegen takes the i1 values for floats
         _compile(plain, target.tvm())

@@ -60,16 +60,24 @@ def test_card_and_transfer_figures_reproduce_the_committed_files(shipped_copy):
 
 def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
     folder = tmp_path / KEY
-    shutil.copytree(SHIPPED / "bank" / "bert_tiny", folder / "bank" / "bert_tiny",
-                    ignore=shutil.ignore_patterns(".lock", "PAUSE", ".work"))
-    _run("latency_table.py", tmp_path, "--models", "bert_tiny")
+    for part in ("bank", "transfer"):  # schedrec's column: transfer from the other bank models, lgbm fitted here
+        shutil.copytree(SHIPPED / part, folder / part, ignore=shutil.ignore_patterns(".lock", "PAUSE", ".work"))
+    _run("latency_table.py", tmp_path, "--models", "bert_tiny", "--k", "1", "--cap", "4")
     row = json.loads((folder / "latency.json").read_text())["bert_tiny"]
     assert row["kind"] == "bank" and row["tuned_kernels"] == 5 and not row["errors"], row
     assert row["target"] == json.loads(TARGET) and row["threads"] == {"tvm": 2, "pytorch": 2, "onnxruntime": 2}
-    for column in ("tvm_untuned_ms", "tvm_tuned_ms", "pytorch_ms", "onnxruntime_ms"):
+    for column in ("tvm_untuned_ms", "tvm_tuned_ms", "schedrec_ms", "pytorch_ms", "onnxruntime_ms"):
         assert row[column] > 0, column
     assert row["tvm_tuned_ms"] < row["tvm_untuned_ms"]  # the bank's records are applied
+    assert row["schedrec_ms"] < row["tvm_untuned_ms"]  # and the transferred ones
+    out = row["schedrec"]
+    assert out["selector"] == "lgbm (trained without bert_tiny)" and out["left_out"] == ["bert_tiny"]
+    assert out["per_kernel"] == 1 and out["kernels"] == 18 and 0 <= out["time_share_default"] < 1
+    report = json.loads((folder / "latency" / "bert_tiny" / "report.json").read_text())
+    assert report["totals"]["records_written"] > 0
+    assert {k["kernel"] for k in report["kernels"] if k["match"] != "sampled"}  # some donors replayed
     _run("make_card.py", tmp_path)
     card = (folder / "card.md").read_text()
     assert f'with target `{json.dumps(json.loads(TARGET), sort_keys=True)}` and 2 threads' in card
     assert "| bert_tiny | bank |" in card
+    assert "schedrec's output is faster than PyTorch eager on" in card

@@ -119,3 +119,26 @@ def test_bank_records_join_their_kernels_groups(tmp_path):
     assert all(r.source_model is None and r.weight == 2 and r.trace[0][-1][0] != "EnterPostproc" for r in rows)
     assert len({r.key for r in rows}) == 3  # distinct keys: features are looked up by key
     assert [len(g.rows) for g in ranking_set(rows).groups] == [2, 1]
+
+
+def test_a_leave_out_selector_never_learns_from_its_model_and_ranks_its_kernels(target_root, monkeypatch):
+    import training.train as train_mod
+    from recommender.selection import KernelCandidates
+    from training.dataset import ranking_set
+    fitted = []
+    real_fit = train_mod.fit_ranker
+    monkeypatch.setattr(train_mod, "fit_ranker", lambda name, data, *a, **kw: fitted.append(data)
+                        or real_fit(name, data, *a, **kw))  # a spy: the real fit runs
+    data = train_mod.TargetData(target_root, log=lambda m: None)
+    selector = train_mod.leave_out_selector(data, "beta")
+    assert selector.name == "lgbm (trained without beta)"
+    (train_set,) = fitted
+    used = {(r.target_model, r.source_model) for g in train_set.groups for r in g.rows}
+    assert used and all("beta" not in pair for pair in used)
+    assert {g.key[0] for g in train_set.groups} == {"alpha", "gamma"}
+    group = next(g for g in ranking_set([r for r in data.rows if r.target_model == "beta"]).groups)
+    candidates = [r for r in group.rows if r.replayed]
+    order = selector.order(KernelCandidates(group.key, tuple(candidates), 1, 1.0))
+    assert sorted(order) == list(range(len(candidates)))
+    # it learned something: its first pick is faster than the median candidate
+    assert candidates[order[0]].latency_s < np.median([r.latency_s for r in candidates])

@@ -161,6 +161,7 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
     from recommender.model_import import import_model
     from recommender.rows import SAMPLED
     from recommender.selection import KernelCandidates, RandomK, ranked
+    from recommender.transfer.choice import choice_from_rows
     from recommender.transfer.kernel import DESIGN_SPACE, find_candidates, measure_kernel
 
     from .onnx_nets import encoder, export_onnx
@@ -184,6 +185,40 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
         assert choice.chosen["match"] == SAMPLED and choice.latency_s == fastest.latency_s
     else:
         assert choice.chosen is None and choice.latency_s == choice.default_s
+    resumed = choice_from_rows(ln, choice.rows, tt)  # a resumed run reports it the same way
+    assert resumed.match == SAMPLED and resumed.latency_s == choice.latency_s
+
+
+def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(target):
+    """A kernel whose measured donor computes a wrong result (as one that loses to the default) gets samples
+    from its own design space, measured with the output check; without samples it keeps its default."""
+    from dataclasses import replace
+
+    from recommender.kernels import kernel_from_mod
+    from recommender.rows import CLASS, SAMPLED
+    from recommender.transfer.choice import choice_from_rows
+    from recommender.transfer.kernel import FoundCandidates, measure_kernel, sampled_candidates
+
+    from .kernels_tir import add1024, add1024_wrong, as_mod
+    tt = target.tvm()
+    kernel = kernel_from_mod("add1024", as_mod(add1024))
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        (drawn,) = sampled_candidates(kernel_from_mod("add1024", as_mod(add1024_wrong)), m, 1)
+        donor = replace(drawn, source=replace(drawn.source, model="donor", match=CLASS))
+        found = FoundCandidates(kernel, [donor], CLASS, 0.0)
+        plain = measure_kernel(found, m, tt, selected=[0])
+        sampled = measure_kernel(found, m, tt, selected=[0], samples=2)
+    assert [r.status for r in plain.rows[1:]] == ["wrong_result"] and plain.chosen is None
+    assert sampled.rows[1].status == "wrong_result" and sampled.rows[1].match == CLASS
+    samples = [r for r in sampled.rows if r.match == SAMPLED]
+    assert 1 <= len(samples) <= 2 and all(r.status == OK and r.latency_s > 0 for r in samples)
+    fastest = min(samples, key=lambda r: r.latency_s)
+    if fastest.latency_s < sampled.default_s:
+        assert sampled.chosen["match"] == SAMPLED and sampled.latency_s == fastest.latency_s
+    else:
+        assert sampled.chosen is None
+    resumed = choice_from_rows(kernel, sampled.rows, tt)  # still a kernel with a donor when resumed
+    assert resumed.match == CLASS and resumed.latency_s == sampled.latency_s
 
 
 def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx, k2_run, target, tmp_path):

@@ -73,7 +73,7 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
             choices: list[KernelChoice] = []
             try:
                 for choice in drive(mr.kernels, rows, name, name=lambda k: k.name,
-                                    step=lambda k: _measure(found[k.name], plan[k.name], measurer, mr),
+                                    step=lambda k: _measure(found[k.name], plan[k.name], measurer, mr, fallback_samples),
                                     resume=lambda k, saved: choice_from_rows(k, saved, mr.tvm_target),
                                     pause_dir=bank_dir, desc=f"transfer {name}", log=log):
                     choices.append(choice)
@@ -143,16 +143,17 @@ def _replacements(order: list[int], plan: list[int]) -> list[int]:
 
 
 def _measure(found: FoundCandidates, planned: tuple[list[int], list[int]], measurer: Measurer,
-             mr: ModelRun) -> KernelChoice:
-    """Measure a kernel's planned candidates beside its default, a failed one replaced by the next ranked; a
-    check-only plan (a budget of 0 there) runs its one candidate once for the output check and trusts it."""
+             mr: ModelRun, samples: int = 0) -> KernelChoice:
+    """Measure a kernel's planned candidates beside its default, a failed one replaced by the next ranked, and
+    `samples` design-space samples where none of them beats the default; a check-only plan (a budget of 0
+    there) runs its one candidate once for the output check and trusts it."""
     plan, replacements = planned
     if plan and plan[0] < 0:
         return measure_kernel(found, measurer, mr.tvm_target, selected=[-plan[0] - 1], measure_default=False,
                               settings=CHECK_ONLY)
     if not plan:  # no candidate: the kernel keeps its default, timed for the report's share of plain loops
         return measure_kernel(found, measurer, mr.tvm_target, selected=[])
-    return measure_kernel(found, measurer, mr.tvm_target, selected=plan, replacements=replacements)
+    return measure_kernel(found, measurer, mr.tvm_target, selected=plan, replacements=replacements, samples=samples)
 
 
 def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice], timing: object, plan: dict,

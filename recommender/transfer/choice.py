@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..kernels import Kernel
 from ..replay import ReplayFailure, apply_replayed
-from ..rows import ANCHOR, CLASS, DEFAULT, NOT_MEASURED, OK, CandidateRow
+from ..rows import ANCHOR, CLASS, DEFAULT, NOT_MEASURED, OK, SAMPLED, CandidateRow
 
 
 @dataclass
@@ -114,7 +114,11 @@ def choice_from_rows(kernel: Kernel, rows: list[CandidateRow], target: object) -
     choice.replay_s, choice.build_s, choice.run_s, choice.wall_s = (
         float(secs.get(k, 0.0)) for k in ("replay", "build", "run", "total"))
     cands = [r for r in rows if not r.is_default]
-    choice.match = ANCHOR if any(r.match == ANCHOR for r in cands) else CLASS if cands else None
+    # as find_candidates set it: design-space samples stand in only where no donor replayed
+    donors = [r for r in cands if r.match != SAMPLED]
+    choice.match = (SAMPLED if cands and not any(r.replayed for r in donors)
+                    and any(r.match == SAMPLED for r in cands) else ANCHOR if any(r.match == ANCHOR for r in donors)
+                    else CLASS if cands else None)
     tally(choice)
     best = best_row(choice)
     if best is not None:

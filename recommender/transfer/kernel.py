@@ -73,12 +73,14 @@ def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candi
 
 def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,
                    measure_default: bool = True, settings: MeasureSettings | None = None,
-                   replacements: list[int] = ()) -> KernelChoice:
+                   replacements: list[int] = (), samples: int = 0) -> KernelChoice:
     """Measure the default and the `selected` candidates (indices into found.candidates; None: every one
     that replayed) and choose. Candidates that replayed but were not selected are kept as not-measured rows.
     Each selected candidate that fails (a wrong result, a crash) is replaced once by the next of
     `replacements` (the selector's order past the budget), so that a kernel whose top-k all fail is not left
-    as plain loops. Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
+    as plain loops; if none of them beats the default either, up to `samples` schedules drawn from the
+    kernel's own design space are measured too (beyond the budget, as replacements are). Without
+    `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
@@ -91,7 +93,17 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
         picked = picked + more
         results = results + measurer.measure([found.candidates[i].replayed.mod for i in more], reference=kernel.mod,
                                              settings=settings)
-    choice = choose(found, default, dict(zip(picked, results)), target, measure_default)
+    by_index = dict(zip(picked, results))
+    choice = choose(found, default, by_index, target, measure_default)
+    if samples and choice.chosen is None and choice.default_s is not None and found.match != SAMPLED:
+        drawn = sampled_candidates(kernel, measurer, samples)  # the donors lost: try the kernel's own space
+        if drawn:
+            extra = range(len(found.candidates), len(found.candidates) + len(drawn))
+            found = replace(found, candidates=found.candidates + drawn)
+            more_results = measurer.measure([c.replayed.mod for c in drawn], reference=kernel.mod, settings=settings)
+            by_index.update(zip(extra, more_results))
+            results = results + more_results
+            choice = choose(found, default, by_index, target, measure_default)
     all_results = results + ([default] if default is not None else [])
     choice.build_s = sum(r.build_s for r in all_results)
     choice.run_s = sum(r.run_s for r in all_results)

@@ -113,6 +113,9 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "flop_coverage_valid": transferable / flops if flops else 0.0,
         "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
         "kernels_via_samples": sum(1 for c in choices if c.valid and c.match == SAMPLED),
+        # donors replayed but none of those measured beat the default: design-space samples were measured too
+        "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED
+                                            and any(r.match == SAMPLED for r in c.rows)),
         "flop_coverage_transferred": transferred / flops if flops else 0.0,
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,
