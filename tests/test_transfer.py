@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from recommender.measure import MeasureSettings, Measurer
-from recommender.rows import NOT_MEASURED, OK
+from recommender.rows import NOT_MEASURED, OK, SAMPLED
 from recommender.transfer_data import read_rows
 
 from .cli_helpers import ROOT, main_printing
@@ -65,14 +65,24 @@ def test_top2_per_kernel_measures_two_candidates_and_writes_the_fastest_measured
     report = json.loads((out / "report.json").read_text())
     t = report["totals"]
     with_cands = [k for k in report["kernels"] if k["candidates"]]
-    # two each (or all a kernel has), plus one replacement per failed candidate (a wrong result, a crash)
+    rows = read_rows(out / "candidates.jsonl.gz")
+    # two each (or all a kernel has), plus one replacement per failed candidate (a wrong result, a crash), plus
+    # design-space samples where every measured donor lost to the default or failed
     assert with_cands and len(with_cands) < t["measurements"] < t["replayed_candidates"]
-    assert all(1 <= k["measured"] <= min(2, k["candidates"]) + sum(k["failures"].values()) and k["default_s"] > 0
-               for k in with_cands)
+    for k in with_cands:
+        mine = [r for r in rows if r.target_kernel == k["kernel"] and r.status != NOT_MEASURED and not r.is_default]
+        late = [r for r in mine if r.match == SAMPLED] if k["match"] != SAMPLED else []
+        donors = [r for r in mine if r not in late]
+        assert 1 <= len(donors) <= min(2, k["candidates"]) + sum(k["failures"].values()) and k["default_s"] > 0
+        assert k["measured"] == len(mine)
+        if late:  # only after the donors lost
+            assert all(r.status != OK or r.latency_s >= k["default_s"] for r in donors)
+    assert t["kernels_sampled_after_donors"] == sum(
+        1 for k in with_cands if k["match"] != SAMPLED and any(
+            r.match == SAMPLED for r in rows if r.target_kernel == k["kernel"]))
     assert any(k["measured"] >= 2 for k in with_cands)  # so that "the fastest" is a choice
     assert t["search_s"] >= t["replay_s"] + t["run_s"] and t["featurize_s"] > 0 and t["predict_s"] > 0
     assert (out / "report.md").read_text().startswith("# Budgeted transfer")
-    rows = read_rows(out / "candidates.jsonl.gz")
     assert sum(r.status == NOT_MEASURED for r in rows) == t["replayed_candidates"] - t["measurements"]
     # every record is the trace of its kernel's fastest valid measured candidate, and beats the default
     by_kernel: dict[str, list] = {}
@@ -159,7 +169,6 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
     from recommender.kernels import extract_kernels
     from recommender.measure import Measurer
     from recommender.model_import import import_model
-    from recommender.rows import SAMPLED
     from recommender.selection import KernelCandidates, RandomK, ranked
     from recommender.transfer.choice import choice_from_rows
     from recommender.transfer.kernel import DESIGN_SPACE, find_candidates, measure_kernel
@@ -195,7 +204,7 @@ def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(targe
     from dataclasses import replace
 
     from recommender.kernels import kernel_from_mod
-    from recommender.rows import CLASS, SAMPLED
+    from recommender.rows import CLASS
     from recommender.transfer.choice import choice_from_rows
     from recommender.transfer.kernel import FoundCandidates, measure_kernel, sampled_candidates
 
