@@ -43,9 +43,7 @@ class Recommenders:
 
     def for_model(self, name: str):
         from recommender.recommend import load_selector
-        from training.dataset import read_matrix
-        matrix = self.root / "transfer"
-        if matrix.is_dir() and any(r.target_model == name for r in read_matrix(matrix)):
+        if (self.root / "transfer" / f"{name}.jsonl.gz").exists():  # the matrix: one file per target model
             from training.train import TargetData, leave_out_selector
             if self.data is None:
                 self.data = TargetData(self.root, log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -60,7 +58,8 @@ def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, 
     from recommender.transfer.budgeted import budgeted_transfer
     out_dir = root / "latency" / name
     run_file, report_file = out_dir / "run.json", out_dir / "report.json"
-    if run_file.exists() and (read_json(run_file).get("per_kernel"), read_json(run_file).get("cap")) != (k, cap):
+    run = read_json(run_file) if run_file.exists() else None
+    if run is not None and (run.get("per_kernel"), run.get("cap")) != (k, cap):
         shutil.rmtree(out_dir)  # a run with other settings: searched again
     if report_file.exists() and (out_dir / "database").is_dir():
         return out_dir / "database", read_json(report_file)
