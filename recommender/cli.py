@@ -688,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
             args.model = with_input_shapes(args.model, dict(map(parse_input_shape, args.input_shape)))
         return args.func(args)
     except SchedrecError as err:
+        if _stopped_by:  # a worker or a pool that the signal stopped, reported as an error on the way out
+            return _stopped(_stopped_by[0])
         if args.debug:
             traceback.print_exc()
         print(f"schedrec: error: {err}", file=sys.stderr)
@@ -695,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         return _stopped(signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT)
     except OSError as err:  # a folder that cannot be created or written, a full disk
+        if _stopped_by:  # e.g. a pipe to a worker that the signal closed
+            return _stopped(_stopped_by[0])
         if args.debug:
             traceback.print_exc()
         where = f": {err.filename}" if err.filename else ""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..bank import BankError
 from ..candidates import BankIndex
 from ..fileio import atomic_write_json, read_json
 from ..kernels import Kernel, extract_kernels
-from ..measure import Measurer
+from ..measure import Measurer, MeasureSettings
 from ..model_import import ImportedModel, import_model
 from ..rows import ANCHOR, CLASS, SAMPLED
 from ..target import TargetSpec
@@ -78,10 +78,17 @@ def finish(choices: list[KernelChoice], run: ModelRun, measurer: Measurer, out_d
     n_records = write_database(choices, run.tvm_target, out_dir / "database")
     inputs = list(zip(run.model.input_shapes, run.model.input_dtypes))
     t0 = time.perf_counter()
-    tuned = measurer.measure_model(run.model.mod, inputs, database_dir=str(out_dir / "database"))
+    tuned = measurer.measure_model(run.model.mod, inputs, database_dir=str(out_dir / "database"),
+                                   settings=model_timing(measurer.settings))
     compile_s = time.perf_counter() - t0
     plain = measurer.measure_model(run.model.mod, inputs) if untuned else None
     return ModelTiming(n_records, tuned, plain, compile_s)
+
+
+def model_timing(settings: MeasureSettings) -> MeasureSettings:
+    """The settings that time the output model: the kernels' settings with at least 5 repeats of at least
+    50 ms each (a model of tens of microseconds timed in 3 short repeats was off by 2x on a busy machine)."""
+    return replace(settings, repeat=max(settings.repeat, 5), min_repeat_ms=max(settings.min_repeat_ms, 50))
 
 
 def default_time(choices: list[KernelChoice]) -> dict:
