@@ -126,16 +126,36 @@ class BankIndex:
         else:
             raise ValueError(f"unknown match {match!r}")
         pool = [replace(s, match=match) for s in found if s.rank < top_n and s.model not in exclude_models]
+        return _round_robin(pool, cap)
+
+    def pool_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
+                 cap: int | None = None, min_class_models: int = 2) -> list[SourceSchedule]:
+        """The donors to replay first: the same-class sources, joined by the same-anchor ones (another
+        epilogue) when the class sources come from fewer than `min_class_models` models, since one model's
+        schedules of a shape can all be poor ones (ResNet-18's residual 3x3 convs had only RegNet's, 3-5x
+        slower than its own). Round-robin over models, class models first, so that a cap keeps each one."""
+        same = self.sources_for(kernel, top_n, exclude_models, match=CLASS)
+        if len({s.model for s in same}) >= min_class_models:
+            return same[:cap] if cap else same
+        return _round_robin(same, cap, then=self.sources_for(kernel, top_n, exclude_models, match=ANCHOR))
+
+
+def _round_robin(pool: list[SourceSchedule], cap: int | None,
+                 then: list[SourceSchedule] = ()) -> list[SourceSchedule]:
+    """`pool` (and then `then`, whose models queue after the pool's), one record per source model in turn,
+    best ranks first, at most `cap`."""
+    queues = []
+    for part in (pool, then):
         per_model: dict[str, list[SourceSchedule]] = defaultdict(list)
-        for s in sorted(pool, key=lambda s: (s.rank, s.latency_s)):
+        for s in sorted(part, key=lambda s: (s.rank, s.latency_s)):
             per_model[s.model].append(s)
-        ordered: list[SourceSchedule] = []
-        queues = [per_model[m] for m in sorted(per_model)]
-        while any(queues):
-            for q in queues:
-                if q:
-                    ordered.append(q.pop(0))
-        return ordered[:cap] if cap else ordered
+        queues += [per_model[m] for m in sorted(per_model)]
+    ordered: list[SourceSchedule] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                ordered.append(q.pop(0))
+    return ordered[:cap] if cap else ordered
 
 
 def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: object,

@@ -87,3 +87,41 @@ def test_cap_spreads_the_pool_across_donor_models_best_ranks_first():
     assert [(s.model, s.rank) for s in picked] == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1)]
     assert len(index.sources_for(kernel, top_n=2, exclude_models=("me",))) == 6
     assert [s.rank for s in index.sources_for(kernel, top_n=1, exclude_models=("me", "a"))] == [0, 0]
+
+
+def test_a_class_with_one_donor_model_is_joined_by_same_anchor_donors_within_the_cap():
+    """pool_for: with class donors from two models the class alone is the pool; from one model, the same-anchor
+    donors of other epilogues join it, their models queued after the class's model, all within the cap."""
+    from featurize.tir_structure import anchor_key
+    from recommender.candidates import BankIndex, SourceSchedule
+    from recommender.kernels import Kernel
+    key, other = "conv2d/s4r3:pad_temp+@conv2d_nchw+add+relu", "conv2d/s4r3:pad_temp+@conv2d_nchw+relu"
+    assert anchor_key(key) == anchor_key(other)
+
+    def src(model, rank, k):
+        return SourceSchedule(model, f"{model}_k", rank, 1e-3 * (1 + rank), [[], []], None, k)
+    index = BankIndex.__new__(BankIndex)
+    one = [src("regnet", r, key) for r in range(3)]
+    anchors = [src(m, r, other) for m in ("googlenet", "vgg") for r in range(3)]
+    index.by_class, index.by_anchor = {key: one}, {anchor_key(key): one + anchors}
+    kernel = Kernel("t", 1, 1.0, key, [((1, 64, 56, 56), "float32")])
+    picked = index.pool_for(kernel, top_n=3, cap=5)
+    assert [(s.model, s.rank, s.match) for s in picked] == [
+        ("regnet", 0, "class"), ("googlenet", 0, "anchor"), ("vgg", 0, "anchor"), ("regnet", 1, "class"),
+        ("googlenet", 1, "anchor")]
+    assert len(index.pool_for(kernel, top_n=3)) == 9
+    assert [s.match for s in index.pool_for(kernel, top_n=3, min_class_models=1)] == ["class"] * 3
+    index.by_class[key] = one + [src("resnet", r, key) for r in range(3)]  # two class models: no anchors
+    assert {s.match for s in index.pool_for(kernel, top_n=3)} == {"class"}
+    assert index.pool_for(kernel, top_n=3, exclude_models=("regnet", "resnet"), cap=2) == [
+        index.sources_for(kernel, top_n=3, match="anchor")[i] for i in (0, 1)]
+
+
+def test_a_kernels_match_is_where_its_replayed_schedules_came_from():
+    from recommender.transfer.choice import kernel_match
+    assert kernel_match([("class", True), ("anchor", True)]) == "class"  # a pool joined by anchor donors
+    assert kernel_match([("class", False), ("anchor", True)]) == "anchor"
+    assert kernel_match([("class", False), ("sampled", True)]) == "sampled"
+    assert kernel_match([("class", True), ("sampled", True)]) == "class"  # samples after the donors lost
+    assert kernel_match([("class", False), ("anchor", False)]) == "anchor"
+    assert kernel_match([("class", False)]) == "class" and kernel_match([]) is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..kernels import Kernel
@@ -78,6 +79,17 @@ def candidate_row(kernel: Kernel, cand: object | None, result: object | None = N
                         trace=cand.replayed.trace_json if cand.replayed is not None else None, **outcome)
 
 
+def kernel_match(candidates: Iterable[tuple[str, bool]]) -> str | None:
+    """Where a kernel's schedules come from, from its candidates' (match, replayed): CLASS if a same-class
+    donor replayed, else ANCHOR if a same-anchor donor did, else SAMPLED if design-space samples stand in;
+    where nothing replayed, ANCHOR if anchor donors were tried, else CLASS; None without candidates."""
+    candidates = list(candidates)
+    for m in (CLASS, ANCHOR, SAMPLED):
+        if any(match == m and ok for match, ok in candidates):
+            return m
+    return ANCHOR if any(m == ANCHOR for m, _ in candidates) else CLASS if candidates else None
+
+
 def tally(choice: KernelChoice) -> None:
     """Counts and candidate latencies of `choice` from its candidate rows."""
     cands = [r for r in choice.rows if not r.is_default]
@@ -113,12 +125,7 @@ def choice_from_rows(kernel: Kernel, rows: list[CandidateRow], target: object) -
     secs = default.seconds or {}
     choice.replay_s, choice.build_s, choice.run_s, choice.wall_s = (
         float(secs.get(k, 0.0)) for k in ("replay", "build", "run", "total"))
-    cands = [r for r in rows if not r.is_default]
-    # as find_candidates set it: design-space samples stand in only where no donor replayed
-    donors = [r for r in cands if r.match != SAMPLED]
-    choice.match = (SAMPLED if cands and not any(r.replayed for r in donors)
-                    and any(r.match == SAMPLED for r in cands) else ANCHOR if any(r.match == ANCHOR for r in donors)
-                    else CLASS if cands else None)
+    choice.match = kernel_match((r.match, r.replayed) for r in rows if not r.is_default)  # as find_candidates
     tally(choice)
     best = best_row(choice)
     if best is not None:

@@ -16,7 +16,7 @@ from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..replay import apply_replayed, sample_isolated
 from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
-from .choice import KernelChoice, best_row, candidate_row, set_chosen, tally
+from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_chosen, tally
 
 
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates
@@ -44,19 +44,20 @@ class FoundCandidates:
 
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
-                    samples: int = 0) -> FoundCandidates:
-    """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker). Where
-    none replays, up to `samples` schedules drawn from the kernel's own design space stand in (SAMPLED)."""
+                    samples: int = 0, min_class_models: int = 2) -> FoundCandidates:
+    """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker): its
+    class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
+    (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
+    replays, up to `samples` schedules drawn from the kernel's own design space stand in (SAMPLED)."""
     t0 = time.perf_counter()
-    cands: list[Candidate] = []
-    match = None
-    for m in (CLASS, ANCHOR) if anchor_fallback else (CLASS,):
-        sources = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=m)
-        if sources:
-            cands += replay_candidates(kernel, sources, target, isolated=measurer)
-            match = m
-        if any(c.status == OK for c in cands):
-            break
+    sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
+               else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
+    cands = replay_candidates(kernel, sources, target, isolated=measurer) if sources else []
+    if anchor_fallback and not any(c.status == OK for c in cands) and not any(s.match == ANCHOR for s in sources):
+        anchors = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=ANCHOR)
+        if anchors:
+            cands += replay_candidates(kernel, anchors, target, isolated=measurer)
+    match = kernel_match((c.source.match, c.status == OK) for c in cands)
     if samples and not any(c.status == OK for c in cands):
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:
