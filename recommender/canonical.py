@@ -15,7 +15,9 @@ batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attentio
 Also compile fixes, not class changes: compares (``equal``, ``greater``, ...) of two bool tensors compare them
 as int8, bitwise ops on bool tensors become the logical ones, and a bool ``cumsum`` sums as int32 and casts
 back (TVM 0.27's LLVM codegen takes bool for a float in compares, bitwise ops and adds and fails the build:
-GPT-2's causal mask and position ids; a padding mask inverted with ``~``).
+GPT-2's causal mask and position ids; a padding mask inverted with ``~``). And a speed fix: a float tensor
+raised to a constant 2, 3 or 4 becomes multiplies (GPT-2's GELU computes ``x ** 3``; TVM calls libm's pow
+for each element).
 
 Reshapes cost nothing at run time (the build turns them into views). Every rewrite keeps the function's
 output exactly (tests compare the compiled outputs).
@@ -119,11 +121,33 @@ def _rules() -> list:
         summed = relax.op.cumsum(relax.op.astype(a, "int32"), axis=at.axis, dtype="int32", exclusive=at.exclusive)
         return relax.op.astype(summed, "bool")
 
+    def small_power(orig: object, m: dict) -> object:
+        base, exponent = m[p], _scalar(m[q])
+        if exponent not in _SMALL_POWERS or _dtype(base) not in ("float32", "float64", "float16"):
+            return orig
+        out = base
+        for _ in range(int(exponent) - 1):
+            out = relax.op.multiply(out, base)
+        return out
+
     return [(is_op("relax.matmul")(x, w), matmul),
             (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add),
             (_any_op(_COMPARES, p, q), bool_compare),
             (is_op("relax.bitwise_not")(p) | _any_op(_BITWISE, p, q), bool_bitwise),
-            (is_op("relax.cumsum")(p), bool_cumsum)]
+            (is_op("relax.cumsum")(p), bool_cumsum),
+            (is_op("relax.power")(p, q), small_power)]
+
+
+_SMALL_POWERS = (2.0, 3.0, 4.0)  # x**n as n-1 multiplies: a libm pow per element cost GPT-2 15% of its time
+
+
+def _scalar(expr: object) -> float | None:
+    """The value of a constant with one element, None for anything else."""
+    import tvm
+    if not isinstance(expr, tvm.ir.Constant):  # Relax constants in TVM 0.27 (their tensor is `.value`)
+        return None
+    value = expr.value.numpy()
+    return float(value.reshape(())) if value.size == 1 else None
 
 
 _COMPARES = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")

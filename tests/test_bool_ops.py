@@ -50,3 +50,36 @@ def test_bool_ops_compile_and_match_torch(tmp_path, target, net):
     plain = lower_for_tuning(load_relax(str(path))[0], target.tvm(), canonical=False)
     with pytest.raises(Exception, match="fcmp|kDLFloat"):  # LLVM codegen takes the i1 values for floats
         _compile(plain, target.tvm())
+
+
+class GeluTanh(torch.nn.Module):
+    """GPT-2's GELU (x ** 3 inside), and x ** 2 and x ** 0.5, which is not a small power and stays one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        inner = 0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner)) + x ** 2 + torch.abs(x) ** 0.5
+
+
+def test_small_constant_powers_become_multiplies_and_keep_the_output(tmp_path, target):
+    from tvm import relax
+
+    from recommender.model_import import import_model, load_relax
+    x = torch.linspace(-3, 3, 96).reshape(1, 2, 48)
+    path = tmp_path / "gelu.pt2"
+    torch.export.save(torch.export.export(GeluTanh().eval(), (x,)), str(path))
+    exponents = []
+
+    def powers(mod):
+        exponents.clear()
+        for func in mod.functions.values():
+            if isinstance(func, relax.Function):
+                relax.analysis.post_order_visit(func, lambda e: exponents.append(float(e.args[1].value.numpy()))
+                                                if isinstance(e, relax.Call) and getattr(e.op, "name", "")
+                                                == "relax.power" else None)
+        return sorted(exponents)
+    assert powers(load_relax(str(path))[0]) == [0.5, 2.0, 3.0]  # as exported
+    from recommender.canonical import canonicalize_kernels
+    assert powers(canonicalize_kernels(load_relax(str(path))[0])) == [0.5]
+    model = import_model(str(path), target.tvm())
+    np.testing.assert_allclose(_compile(model.mod, target.tvm())(x.numpy()), GeluTanh()(x).numpy(),
+                               rtol=1e-5, atol=1e-5)
