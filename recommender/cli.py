@@ -308,7 +308,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
                                per_kernel=args.budget_per_kernel, top_n=args.top_n, cap=args.cap,
                                exclude_models=exclude, settings=MeasureSettings(repeat=args.repeat),
                                anchor_fallback=not args.no_anchor_fallback, untuned=not args.no_untuned,
-                               recommender=display_path(rec_dir), fallback_samples=args.fallback_samples)
+                               recommender=display_path(rec_dir), fallback_samples=args.fallback_samples,
+                               tune_missing=args.tune_missing, pack_weights=args.pack_weights)
     t = report["totals"]
     tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
     line = (f"{report['model']} on {report['target_key']}: {tuned * 1e3 if tuned else float('nan'):.2f} ms "
@@ -321,7 +322,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
           f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
           f"(+{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
     share = t.get("time_share_default")
-    print(f"{t['kernels_via_samples']} kernels without a donor got design-space samples; {t['kernels_default']} "
+    print(f"{t['kernels_via_samples']} kernels without a donor got schedules from their own design space "
+          f"({t.get('kernels_short_tuned', 0)} by a short search, the others by samples); {t['kernels_default']} "
           f"kernels run unscheduled (plain loops): {'?' if share is None else f'{100 * share:.1f}%'} of kernel time")
     shipped = rec_dir / "heldout" / report["model"] / "report.json"
     if shipped.exists() and tuned:
@@ -377,7 +379,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     data = compare(args.model, target, bank_dir, rec_dir, out_dir, budgets=args.budgets, selectors=selectors,
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
-                   refine_s=args.refine_s, fallback_samples=args.fallback_samples, baselines=not args.no_baselines)
+                   refine_s=args.refine_s, fallback_samples=args.fallback_samples,
+                   tune_missing=args.tune_missing, baselines=not args.no_baselines)
     from .compare import format_compare
     print(format_compare(data))
     print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
@@ -479,6 +482,11 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="N", help="where no donor replays on a kernel, or none of those measured beats its "
                                           "default, draw N schedules from its own design space as candidates, "
                                           "so that no kernel is left as plain loops (default 4; 0: off)")
+        sp.add_argument("--tune-missing", type=_int_at_least(0, "a trial count", "0 or more"), default=32,
+                        metavar="TRIALS", help="where no donor replays on a kernel that holds 1%% or more of the "
+                                               "model's FLOPs, search its design space for TRIALS measured trials "
+                                               "(MetaSchedule, cost model on) before any random draw; its best "
+                                               "records are the candidates (default 32; 0: off)")
 
     k = sub.add_parser("kernels", help=cmd_kernels.__doc__, description=cmd_kernels.__doc__)
     k.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
@@ -535,6 +543,10 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--model", required=True, help="zoo:NAME, a .onnx or a .pt2 file")
     shape_opt(tf)
     fallback_opt(tf)
+    tf.add_argument("--pack-weights", action="store_true",
+                    help="mark the model's weights layout-free, so that the replayed schedules read them packed in "
+                         "their own order; the packing is folded into the model's constants at build (the output "
+                         "database then applies to a module imported the same way: see the README)")
     budget = tf.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget", type=_non_negative_int, metavar="B",
                         help="candidate measurements in total, split across kernels by expected gain "

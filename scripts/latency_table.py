@@ -8,7 +8,7 @@ models outside the matrix use the shipped ranker), with design-space samples whe
 runs live in models/<target-key>/latency/<model>/ (resumable; a finished one is reused and only re-timed; its
 database is rebuilt from the committed rows where it is missing).
 
-Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--redo] [--k 2]
+Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--redo] [--fresh] [--k 2]
 Keep the machine otherwise idle while it runs. Tuned TVM and schedrec: median of 7 repeats of at least 200 ms;
 PyTorch and ONNX Runtime: median of 5 repeats of at least 200 ms; untuned TVM (plain loops, seconds per
 inference on big models): median of 3 single runs.
@@ -51,23 +51,24 @@ class Recommenders:
         return load_selector("lgbm", self.root, self.root / "bank")
 
 
-def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, recommenders: Recommenders,
-                    ) -> tuple[Path, dict]:
-    """Budgeted transfer of `name` from the bank's other models (a finished run is reused): its database
-    folder and report."""
+def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, tune_missing: int,
+                    recommenders: Recommenders, fresh: bool = False) -> tuple[Path, dict]:
+    """Budgeted transfer of `name` from the bank's other models (a finished run is reused unless `fresh`):
+    its database folder and report."""
     from recommender.transfer.budgeted import budgeted_transfer
     out_dir = root / "latency" / name
     run_file, report_file = out_dir / "run.json", out_dir / "report.json"
     run = read_json(run_file) if run_file.exists() else None
-    if run is not None and (run.get("per_kernel"), run.get("cap")) != (k, cap):
-        shutil.rmtree(out_dir)  # a run with other settings: searched again
+    if run is not None and (fresh or (run.get("per_kernel"), run.get("cap"), run.get("tune_missing", 0))
+                            != (k, cap, tune_missing)):
+        shutil.rmtree(out_dir)  # a run with other settings, or asked for: searched again
     if report_file.exists() and (out_dir / "database").is_dir():
         return out_dir / "database", read_json(report_file)
     # a new run, a killed one (resumed from its rows), or a committed one without its database (rebuilt from
     # the rows, nothing measured again but the final timing)
     selector = recommenders.for_model(name)
     report = budgeted_transfer(spec, target, root / "bank", out_dir, selector, per_kernel=k, cap=cap,
-                               untuned=False, recommender=selector.name)
+                               untuned=False, recommender=selector.name, tune_missing=tune_missing)
     return out_dir / "database", report
 
 
@@ -78,6 +79,10 @@ def main() -> None:
     ap.add_argument("--redo", action="store_true", help="time again the models already in the table")
     ap.add_argument("--k", type=int, default=2, help="schedrec's candidates measured per kernel (2)")
     ap.add_argument("--cap", type=int, default=48, help="at most this many transferred candidates per kernel")
+    ap.add_argument("--tune-missing", type=int, default=32,
+                    help="schedrec's search trials for a kernel of 1%% of the FLOPs or more without donors (32)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="search schedrec's transfer again for the models timed (its folder is replaced)")
     ap.add_argument("--no-schedrec", action="store_true", help="leave out schedrec's column")
     args = ap.parse_args()
     target = parse_target(args.target)
@@ -100,7 +105,8 @@ def main() -> None:
                 continue
             t0 = time.time()
             if not args.no_schedrec:  # the search first: its own measurer, then every column is timed here
-                database, report = schedrec_output(name, meta["spec"], target, root, args.k, args.cap, recommenders)
+                database, report = schedrec_output(name, meta["spec"], target, root, args.k, args.cap,
+                                                   args.tune_missing, recommenders, fresh=args.fresh)
             model = import_model(meta["spec"], target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
             row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values()),
@@ -118,7 +124,8 @@ def main() -> None:
                 row["schedrec_ms"] = output.median * 1e3 if output.ok else None
                 t = report["totals"]
                 row["schedrec"] = {
-                    "per_kernel": args.k, "cap": args.cap, "selector": report["selector"],
+                    "per_kernel": args.k, "cap": args.cap, "tune_missing": args.tune_missing,
+                    "kernels_short_tuned": t.get("kernels_short_tuned", 0), "selector": report["selector"],
                     "left_out": report["excluded_models"], "search_s": t["search_s"],
                     "flop_coverage_transferred": t["flop_coverage_transferred"],
                     "kernels": t["kernels"], "kernels_via_samples": t["kernels_via_samples"],

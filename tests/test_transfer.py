@@ -231,6 +231,36 @@ def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(targe
     assert resumed.match == CLASS and resumed.latency_s == sampled.latency_s
 
 
+def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(target):
+    """find_candidates with tune_trials: where no donor replays, a short MetaSchedule search of the kernel's
+    design space (schedrec's measurer) gives its candidates, best first, checked and measured like donors';
+    trials_per_kernel gives the search to kernels of 1% of the FLOPs or more only."""
+    from recommender.candidates import BankIndex
+    from recommender.kernels import Kernel, kernel_from_mod
+    from recommender.transfer.kernel import DESIGN_SPACE, find_candidates, measure_kernel
+    from recommender.transfer.short_tune import SHORT_TUNE, trials_per_kernel
+
+    from .kernels_tir import as_mod, matmul64
+    tt = target.tvm()
+    kernel = kernel_from_mod("matmul64", as_mod(matmul64))
+    index = BankIndex.__new__(BankIndex)
+    index.by_class, index.by_anchor = {}, {}  # no donor at all
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        found = find_candidates(kernel, index, m, tt, 1, (), 4, tune_trials=8, samples=2)
+        choice = measure_kernel(found, m, tt, selected=found.valid[:2])
+        drawn = find_candidates(kernel, index, m, tt, 1, (), 4, tune_trials=0, samples=1)
+    sources = [c.source for c in found.candidates]
+    assert found.match == SAMPLED and 1 <= len(sources) <= 4 and found.valid
+    assert {s.model for s in sources} == {SHORT_TUNE} and [s.rank for s in sources] == list(range(len(sources)))
+    assert [s.latency_s for s in sources] == sorted(s.latency_s for s in sources)  # the search's best first
+    measured = [r for r in choice.rows if r.source_model == SHORT_TUNE and r.status != NOT_MEASURED]
+    assert measured and all(r.status == OK and r.latency_s > 0 and r.match == SAMPLED for r in measured)
+    assert choice.default_s > 0 and (choice.chosen is None or choice.chosen["source_model"] == SHORT_TUNE)
+    assert [c.source.model for c in drawn.candidates] == [DESIGN_SPACE]  # no search asked: a random draw
+    small = Kernel("tiny", 1, 1.0, "elementwise", [((4,), "float32")])
+    assert trials_per_kernel([kernel, small], 32) == {"matmul64": 32, "tiny": 0}
+
+
 def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx, k2_run, target, tmp_path):
     """The user imports the ONNX file with TVM's frontend and applies the database with
     relax.transform.MetaScheduleApplyDatabase: the records apply, the output is right, the latency matches."""

@@ -27,6 +27,7 @@ from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
 from .kernel import FoundCandidates, find_candidates, measure_kernel
 from .run import ModelRun, check_run, finish, open_model, totals
+from .short_tune import trials_per_kernel
 
 # a correctness check of a candidate nobody will time: one short run after the output check
 CHECK_ONLY = MeasureSettings(repeat=1, number=1, min_repeat_ms=0, warmup=0)
@@ -49,26 +50,30 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
                       budget: int | None = None, per_kernel: int | None = None, top_n: int = 3, cap: int | None = 48,
                       exclude_models: tuple[str, ...] = (), settings: MeasureSettings | None = None,
                       anchor_fallback: bool = True, untuned: bool = True, recommender: str = "",
-                      fallback_samples: int = 4, log=None) -> dict:
+                      fallback_samples: int = 4, tune_missing: int = 0, pack_weights: bool = False,
+                      log=None) -> dict:
     """Transfer-tune a model measuring only what `selector` ranks first: `per_kernel` candidates per kernel,
-    or a total `budget` split by expected gain. A kernel that no donor replays on gets `fallback_samples`
-    design-space samples as its candidates (in draw order, under the same budget). Returns (and writes) the
-    report (report.json, report.md)."""
+    or a total `budget` split by expected gain. A kernel that no donor replays on gets the best records of a
+    `tune_missing`-trial search of its design space if it holds 1% of the FLOPs or more (`short_tune`), else
+    `fallback_samples` design-space samples, as its candidates (best or drawn first, under the same budget).
+    With `pack_weights` the model's weights are marked layout-free: replayed schedules pack them ahead of
+    time (`model_import.lower_for_tuning`). Returns (and writes) the report (report.json, report.md)."""
     from .driver import stderr_log
     log = log or stderr_log
     if (budget is None) == (per_kernel is None):
         raise ValueError("give a total budget or a per-kernel budget, not both or neither")
-    mr = open_model(spec, target, bank_dir, exclude_models)
+    mr = open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
     name = mr.model.name
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-           "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples}
+           "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples,
+           "tune_missing": tune_missing, "pack_weights": pack_weights}
     t_start = time.perf_counter()
     with locked(out_dir, f"transfer {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz")
         with Measurer(target.config, settings) as measurer:
-            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples)
+            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples, tune_missing)
             plan = _plan(mr, bank_dir, rows, found, selector, budget, per_kernel)
             choices: list[KernelChoice] = []
             try:
@@ -93,14 +98,15 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
 
 
 def _candidates(mr: ModelRun, rows: RowFile, measurer: Measurer, top_n: int, cap: int | None,
-                anchor_fallback: bool, samples: int = 0) -> dict[str, FoundCandidates]:
+                anchor_fallback: bool, samples: int = 0, tune_missing: int = 0) -> dict[str, FoundCandidates]:
     """Replay the donors of every kernel not finished yet (the split of a total budget needs them all)."""
     import sys
 
     from tqdm import tqdm
     todo = [k for k in mr.kernels if k.name not in rows.by_kernel]
+    trials = trials_per_kernel(mr.kernels, tune_missing)
     return {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap, anchor_fallback,
-                                    samples)
+                                    samples, tune_trials=trials[k.name])
             for k in tqdm(todo, desc=f"candidates {mr.model.name}", unit="kernel", file=sys.stderr, disable=not todo)}
 
 
@@ -206,7 +212,8 @@ def format_report(report: dict) -> str:
         f"{t['records_written']} schedules written; FLOP coverage {100 * t['flop_coverage_chosen']:.1f}% chosen, "
         f"{100 * t['flop_coverage_valid']:.1f}% with a valid candidate "
         f"({100 * t.get('flop_coverage_transferred', t['flop_coverage_valid']):.1f}% transferred, "
-        f"{t.get('kernels_via_samples', 0)} kernels from design-space samples)",
+        f"{t.get('kernels_via_samples', 0)} kernels from their own design space, "
+        f"{t.get('kernels_short_tuned', 0)} of them by a short search)",
         f"- {t.get('kernels_default', '?')} kernels run their default (unscheduled) version: "
         f"{_pct(t.get('time_share_default'))} of the kernels' measured time", "",
         "| search s | replay | featurize | predict | build (wall) | build (CPU, summed) | run | final compile |",

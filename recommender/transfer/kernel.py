@@ -17,6 +17,7 @@ from ..measure import MeasureSettings, Measurer
 from ..replay import apply_replayed, sample_isolated
 from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_chosen, tally
+from .short_tune import short_tune
 
 
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates
@@ -44,11 +45,12 @@ class FoundCandidates:
 
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
-                    samples: int = 0, min_class_models: int = 2) -> FoundCandidates:
+                    samples: int = 0, min_class_models: int = 2, tune_trials: int = 0) -> FoundCandidates:
     """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker): its
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
-    replays, up to `samples` schedules drawn from the kernel's own design space stand in (SAMPLED)."""
+    replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
+    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws."""
     t0 = time.perf_counter()
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
@@ -58,6 +60,11 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         if anchors:
             cands += replay_candidates(kernel, anchors, target, isolated=measurer)
     match = kernel_match((c.source.match, c.status == OK) for c in cands)
+    if tune_trials and not any(c.status == OK for c in cands):
+        searched = replay_candidates(kernel, short_tune(kernel, measurer, target, tune_trials), target,
+                                     isolated=measurer)
+        if any(c.status == OK for c in searched):
+            cands, match = cands + searched, SAMPLED
     if samples and not any(c.status == OK for c in cands):
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:

@@ -17,6 +17,7 @@ from ..rows import ANCHOR, CLASS, SAMPLED
 from ..target import TargetSpec
 from .choice import KernelChoice
 from .database import write_database
+from .short_tune import SHORT_TUNE
 
 
 @dataclass
@@ -33,13 +34,15 @@ class ModelRun:
     import_s: float
 
 
-def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = ()) -> ModelRun:
-    """Import the model, extract its kernels and read the bank; the model's own records are never donors."""
+def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = (),
+               pack_weights: bool = False) -> ModelRun:
+    """Import the model (its weights marked layout-free with `pack_weights`), extract its kernels and read
+    the bank; the model's own records are never donors."""
     from ..tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
     t0 = time.perf_counter()
-    model = import_model(spec, tt)
+    model = import_model(spec, tt, pack_weights=pack_weights)
     kernels = extract_kernels(model, tt)
     index = BankIndex(bank_dir)
     if not index.models:
@@ -50,13 +53,17 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
     return ModelRun(spec, target, tt, model, kernels, index, exclude, time.perf_counter() - t0)
 
 
+# settings that runs recorded before they existed ran with: such a run resumes under these values only
+ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False}
+
+
 def check_run(path: Path, run: dict) -> None:
     """A resumed run must have the settings of the run it continues; a fresh folder records them."""
     if path.exists():
         previous = read_json(path, hint="remove the folder or use another --out", error=BankError)
         if not isinstance(previous, dict):
             raise BankError(f"corrupt {path}: not a JSON object; remove the folder or use another --out")
-        diff = sorted(k for k in run if previous.get(k) != run[k])
+        diff = sorted(k for k in run if previous.get(k, ADDED_SETTINGS.get(k)) != run[k])
         if diff:
             raise BankError(f"{path.parent} holds a run with other settings ({', '.join(diff)}); "
                             f"use another --out or remove that folder")
@@ -120,6 +127,9 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "flop_coverage_valid": transferable / flops if flops else 0.0,
         "kernels_via_anchor": sum(1 for c in choices if c.valid and c.match == ANCHOR),
         "kernels_via_samples": sum(1 for c in choices if c.valid and c.match == SAMPLED),
+        # of those, the ones whose candidates came from a short search of their design space (short_tune)
+        "kernels_short_tuned": sum(1 for c in choices if c.valid and any(r.source_model == SHORT_TUNE
+                                                                         for r in c.rows)),
         # donors replayed but none of those measured beat the default: design-space samples were measured too
         "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED
                                             and any(r.match == SAMPLED for r in c.rows)),
