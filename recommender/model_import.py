@@ -100,18 +100,24 @@ def load_relax(spec: str) -> tuple[object, str]:
         f"unrecognised model spec {spec!r}: expected zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
 
 
-def import_model(spec: str, target: object) -> ImportedModel:
-    """Import a model spec and legalize + fuse it for `target` (ready for task extraction)."""
+def import_model(spec: str, target: object, pack_weights: bool = False) -> ImportedModel:
+    """Import a model spec and legalize + fuse it for `target` (ready for task extraction); with
+    `pack_weights`, its kernels' weights are marked layout-free (see lower_for_tuning)."""
     mod, name = load_relax(spec)
-    mod = lower_for_tuning(mod, target, spec)
+    mod = lower_for_tuning(mod, target, spec, pack_weights=pack_weights)
     names, shapes, dtypes = _main_inputs(mod)
     return ImportedModel(name=name, spec=spec, mod=mod, input_names=names,
                          input_shapes=shapes, input_dtypes=dtypes)
 
 
-def lower_for_tuning(mod: object, target: object, spec: str = "model", canonical: bool = True) -> object:
+def lower_for_tuning(mod: object, target: object, spec: str = "model", canonical: bool = True,
+                     pack_weights: bool = False) -> object:
     """Run the passes that MetaSchedule task extraction needs: matmuls in their export-independent form
-    (`recommender.canonical`, unless `canonical` is False), decompose, legalize, fuse."""
+    (`recommender.canonical`, unless `canonical` is False), decompose, legalize, fuse. With `pack_weights`,
+    the kernels' constant operands (the weights) are marked layout-free (`layout_free_buffers`), so that
+    MetaSchedule's RewriteLayout postprocessor packs them in the order a schedule reads them; the packing
+    is folded into the model's constants at build (`measure.worker.pack_weights_ahead`). The kernels then
+    are other workloads than unmarked ones (the bank's records apply to them by replay, not by lookup)."""
     import tvm
     from tvm import relax
 
@@ -124,6 +130,7 @@ def lower_for_tuning(mod: object, target: object, spec: str = "model", canonical
                 relax.transform.DecomposeOpsForInference(),
                 relax.transform.CanonicalizeBindings(),
                 relax.get_pipeline("zero"),
+                *([relax.transform.AttachAttrLayoutFreeBuffers()] if pack_weights else []),
             ])
             return seq(mod)
     except Exception as err:  # TVM raises its own error classes with long C++ traces

@@ -97,6 +97,7 @@ class Measurer:
         self._lock = threading.Lock()
         self._counter = 0
         self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0}
+        self._packing: dict[str, dict] = {}  # artifact path -> check_path, timing_args (worker._build)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -152,8 +153,11 @@ class Measurer:
             path = self._artifact_path()
             t0 = time.perf_counter()
             try:
-                handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path},
-                            self.settings.build_timeout_s)
+                built = handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path},
+                                    self.settings.build_timeout_s)
+                if built.get("check_path"):
+                    with self._lock:
+                        self._packing[path] = {k: built[k] for k in ("check_path", "timing_args")}
                 return path, OK, "", time.perf_counter() - t0
             except WorkerError as err:
                 os.rmdir(os.path.dirname(path))
@@ -174,7 +178,9 @@ class Measurer:
         build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal.
         `settings` overrides the timing settings (repeat, number, min_repeat_ms, warmup) for this call."""
         s = settings or self.settings
-        payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup,
+        with self._lock:
+            packing = self._packing.pop(path, {})  # a kernel that packs its weights (worker._build)
+        payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup, **packing,
                    "reference_path": reference_path if self.rpc is None else None,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
                    "flush_cache": s.flush_cache, "rpc": self.rpc}

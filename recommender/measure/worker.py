@@ -18,10 +18,37 @@ def _export(lib: object, path: str) -> str:
     return path
 
 
-def _build(payload: dict) -> str:
+def _build(payload: dict) -> dict:
+    """Compile a kernel to `out_path`. A kernel whose schedule rewrites a weight's layout (MetaSchedule's
+    RewriteLayout, on buffers marked layout-free) is built twice: as is, to `check_path`, for the output
+    check (it takes the weight in the model's layout and packs it), and without the rewrite block, to
+    `out_path`, for timing (it takes the packed weight, as the model does once the packing is folded into
+    its constants; MetaSchedule's own builder strips the block the same way); `timing_args` then gives the
+    [shape, dtype] of that build's arguments."""
     import tvm
     mod = tvm.ir.load_json(payload["mod_json"])
-    return _export(tvm.compile(mod, target=tvm.target.Target(payload["target"])), payload["out_path"])
+    target = tvm.target.Target(payload["target"])
+    packed = _without_weight_rewrite(mod)
+    if packed is None:
+        return {"path": _export(tvm.compile(mod, target=target), payload["out_path"])}
+    check_path = payload["out_path"][:-len(".so")] + ".check.so"
+    _export(tvm.compile(mod, target=target), check_path)
+    stripped, timing_args = packed
+    return {"path": _export(tvm.compile(stripped, target=target), payload["out_path"]), "check_path": check_path,
+            "timing_args": timing_args}
+
+
+def _without_weight_rewrite(mod: object) -> tuple[object, list] | None:
+    """(the kernel without its weight layout-rewrite blocks, its arguments' [shape, dtype]), or None if it
+    has no such block."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    stripped = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    if tvm_ffi.structural_equal(stripped, mod):
+        return None
+    args = ms.arg_info.ArgInfo.from_entry_func(stripped, remove_preproc=False)
+    return stripped, [[[int(d) for d in a.shape], str(a.dtype)] for a in args]
 
 
 def _build_model(payload: dict) -> dict:
@@ -39,7 +66,22 @@ def _build_model(payload: dict) -> dict:
             mod = relax.transform.MetaScheduleApplyDatabase()(mod)
         scheduled = sum(1 for f in mod.functions.values()
                         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"))
+        mod = pack_weights_ahead(mod)
     return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled}
+
+
+def pack_weights_ahead(mod: object) -> object:
+    """A scheduled Relax model whose kernels pack their weights (layout-free buffers, RewriteLayout) with the
+    packing moved out of the kernels and folded into the model's constants, so it runs once, at compile
+    time (TVM's own `static_shape_tuning_pipeline(cpu_weight_prepack=True)` does the same). A model
+    without layout-free buffers is returned as is."""
+    import tvm
+    from tvm import relax
+    if not any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("layout_free_buffers")
+               for f in mod.functions.values()):
+        return mod
+    return tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
+                                     relax.transform.FoldConstant()])(mod)
 
 
 def _time_model(payload: dict) -> list[float]:
@@ -167,10 +209,11 @@ class WrongResult(Exception):
 
 
 def _time(payload: dict) -> list[float]:
+    import tvm
     lib, dev = _load(payload)
-    if payload.get("reference_path"):
-        _check(lib, payload, dev)
-    args = _random_args(payload["args_info"], payload.get("seed", 0), dev)
+    if payload.get("reference_path"):  # a kernel that packs its weights is checked in its packing build
+        _check(tvm.runtime.load_module(payload["check_path"]) if payload.get("check_path") else lib, payload, dev)
+    args = _random_args(payload.get("timing_args") or payload["args_info"], payload.get("seed", 0), dev)
     func = lib["main"]
     for _ in range(max(1, payload["warmup"])):
         func(*args)
