@@ -123,3 +123,23 @@ def test_tolerance_allows_rounding_where_sums_cancel_but_not_a_wrong_region():
     assert not close_enough(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), "float32")[0]
     assert close_enough(np.array([np.inf, 1.0]), np.array([np.inf, 1.0]), "float32")[0]
     assert not close_enough(np.array([3, 1], "int32"), np.array([3, 2], "int32"), "int32")[0]
+
+
+def test_a_kernel_that_packs_its_weight_is_checked_packing_and_timed_packed(measurer, target):
+    """A schedule on a kernel whose weight is marked layout-free carries a weight-rewrite block
+    (RewriteLayout): the output check runs it with the block (weight in the model's layout, against the
+    unscheduled kernel), the timing without it (the packed weight, as the model has it after
+    pack_weights_ahead)."""
+    from recommender.measure.worker import _without_weight_rewrite
+    from recommender.replay import sample_schedules
+
+    marked = as_mod(matmul64.with_attr("layout_free_buffers", [1]))
+    drawn = sample_schedules(marked, target.tvm(), 4, seed=0)
+    packing = [d for d in drawn if _without_weight_rewrite(d.mod) is not None]
+    assert packing, "RewriteLayout packed no sample's weight"
+    stripped, timing_args = _without_weight_rewrite(packing[0].mod)
+    assert timing_args[1][0] != [64, 64] and timing_args[0] == [[64, 64], "float32"]  # b is packed, a is not
+    # OK needs both builds: the stripped one reads a packed weight, which the unscheduled reference lacks
+    results = measurer.measure([d.mod for d in packing], reference=as_mod(matmul64))
+    assert all(r.status == OK and r.median > 0 for r in results), results
+    assert measurer._packing == {}  # nothing left behind

@@ -105,6 +105,7 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
     out = tmp_path / "t"
     argv = ["transfer", "--model", onnx_file, "--bank", str(bank), "--recommender", str(SHIPPED),
             "--budget-per-kernel", "1", "--no-untuned", "--top-n", "1", "--cap", "4", "--fallback-samples", "1",
+            "--no-anchor-fallback", "--tune-missing", "0",
             "--repeat", "2", "--out", str(out)]  # a small pool: the test is about the signal, not the choice
     proc = subprocess.Popen([sys.executable, "-m", "recommender.cli", *argv], stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)

@@ -146,13 +146,14 @@ def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_an
 
 def test_anchor_fallback_end_to_end_and_switched_off(bank_and_onnx, k2_run, tmp_path):
     """The ONNX export folds batch norm into conv + add: no same-class donor in the torch-exported bank, so
-    its convs get the anchor's schedules (same conv, other epilogue); --no-anchor-fallback leaves them none."""
+    its convs get the anchor's schedules (same conv, other epilogue); --no-anchor-fallback leaves them none
+    (and without a short search or samples, no candidate at all)."""
     from recommender.rows import ANCHOR
     bank, onnx_path = bank_and_onnx
     on, on_rows = json.loads((k2_run[0] / "report.json").read_text()), read_rows(k2_run[0] / "candidates.jsonl.gz")
     out = tmp_path / "off"
     assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1", "--fallback-samples", "0",
-                     "--no-anchor-fallback") == 0
+                     "--tune-missing", "0", "--no-anchor-fallback") == 0
     off, off_rows = json.loads((out / "report.json").read_text()), read_rows(out / "candidates.jsonl.gz")
     assert on["totals"]["kernels_via_anchor"] >= 1 and off["totals"]["kernels_via_anchor"] == 0
     assert any(r.match == ANCHOR for r in on_rows) and not any(r.match == ANCHOR for r in off_rows)
@@ -259,6 +260,34 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
     assert [c.source.model for c in drawn.candidates] == [DESIGN_SPACE]  # no search asked: a random draw
     small = Kernel("tiny", 1, 1.0, "elementwise", [((4,), "float32")])
     assert trials_per_kernel([kernel, small], 32) == {"matmul64": 32, "tiny": 0}
+
+
+def test_pack_weights_transfers_packing_schedules_and_the_model_computes_the_same(bank_and_onnx, tmp_path, target):
+    """--pack-weights: the replayed schedules pack the weights they read (RewriteLayout on layout-free
+    buffers), the database applies to the module imported the same way, and with the packing folded into
+    the constants (pack_weights_ahead) the model computes what the plain one does."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from recommender.measure.worker import pack_weights_ahead
+    from recommender.model_import import import_model
+    bank, onnx_path = bank_and_onnx
+    out = tmp_path / "packed"
+    assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1", "--fallback-samples", "0", "--tune-missing",
+                     "0", "--pack-weights") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["pack_weights"] is True and report["totals"]["model_latency_tuned_s"] > 0
+    tt = target.tvm()
+    packed = import_model(onnx_path, tt, pack_weights=True).mod
+    with tt, ms.database.JSONDatabase(work_dir=str(out / "database"), allow_missing=False):
+        scheduled = relax.transform.MetaScheduleApplyDatabase()(packed)
+    folded = pack_weights_ahead(scheduled)
+    assert not folded.same_as(scheduled)  # some kernel packed its weight, and the packing moved out
+    x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype("float32"))
+    outs = [relax.VirtualMachine(tvm.compile(m, target=tt), tvm.cpu())["main"](x).numpy()
+            for m in (folded, import_model(onnx_path, tt).mod)]
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
 
 
 def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx, k2_run, target, tmp_path):

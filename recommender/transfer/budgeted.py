@@ -186,7 +186,7 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     return {"model": mr.model.name, "spec": mr.spec, "target_key": mr.target.key, "target": mr.target.config,
             "bank": display_path(bank_dir), "recommender": recommender, **{k: run[k] for k in (
                 "bank_models", "excluded_models", "top_n", "cap", "anchor_fallback", "selector", "budget",
-                "per_kernel", "fallback_samples")},
+                "per_kernel", "fallback_samples", "tune_missing", "pack_weights")},
             "kernels": kernels, "totals": t}
 
 
