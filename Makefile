@@ -25,7 +25,11 @@ demo: $(STAMP)
 		--out $(DEMO_OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -m "not bench" tests
+
+# the bench tier: whole measurement scripts end to end (the latency table, compare's every method), minutes each
+test-bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench tests
 
 # the fast tier: no tuning, no whole-model compiles (under 3 minutes)
 test-fast: $(STAMP)

@@ -184,7 +184,9 @@ def render_tests(root: Path = ROOT) -> str:
         return "No test-suite run has been recorded yet.\n"
     data = json.loads(path.read_text())
     parts = []
-    for tier, words in (("full", "`make test`"), ("fast", "`make test-fast` (`pytest -m \"not slow\"`)")):
+    for tier, words in (("full", "`make test` (`pytest -m \"not bench\"`)"),
+                        ("fast", "`make test-fast` (`pytest -m \"not slow\"`)"),
+                        ("bench", "`make test-bench` (`pytest -m bench`)")):
         r = data.get(tier)
         if r:
             m, s = divmod(round(r["seconds"]), 60)

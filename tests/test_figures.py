@@ -58,6 +58,7 @@ def test_card_and_transfer_figures_reproduce_the_committed_files(shipped_copy):
         assert (folder / "transfer" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.bench  # a whole latency-table run (a transfer, five timed columns): make test-bench
 def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
     folder = tmp_path / KEY
     # schedrec's column: transfer from the other bank models, lgbm fitted here. A bank of three transformers
@@ -66,7 +67,7 @@ def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
         shutil.copytree(SHIPPED / "bank" / model, folder / "bank" / model)
         (folder / "transfer").mkdir(exist_ok=True)
         shutil.copy(SHIPPED / "transfer" / f"{model}.jsonl.gz", folder / "transfer")
-    _run("latency_table.py", tmp_path, "--models", "bert_tiny", "--k", "1", "--cap", "4")
+    _run("latency_table.py", tmp_path, "--models", "bert_tiny", "--k", "1", "--cap", "4", "--tune-missing", "0")
     row = json.loads((folder / "latency.json").read_text())["bert_tiny"]
     assert row["kind"] == "bank" and row["tuned_kernels"] == 5 and not row["errors"], row
     assert row["target"] == json.loads(TARGET) and row["threads"] == {"tvm": 2, "pytorch": 2, "onnxruntime": 2}

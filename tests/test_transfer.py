@@ -354,6 +354,7 @@ def test_bad_budgets_and_recommenders_get_one_line_errors(bank_and_onnx, tmp_pat
     assert "no trained lgbm ranker" in capsys.readouterr().err
 
 
+@pytest.mark.bench  # every method, each model timed: make test-bench
 def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tmp_path, target):
     from recommender.compare import compare
     bank, onnx_path = bank_and_onnx
