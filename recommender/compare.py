@@ -25,6 +25,7 @@ from .target import TargetSpec
 from .transfer.choice import KernelChoice
 from .transfer.database import write_database
 from .transfer.kernel import FoundCandidates, choose, find_candidates
+from .transfer.short_tune import trials_per_kernel
 from .transfer.run import ModelRun, open_model
 
 UNTUNED_TIMING = MeasureSettings(repeat=3, min_repeat_ms=0)  # plain loops: seconds per inference on big models
@@ -99,7 +100,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
             scratch_first_trials: int = 8, scratch_population: int = 512, refine_s: float = 0.0,
-            settings: MeasureSettings | None = None, fallback_samples: int = 4,
+            settings: MeasureSettings | None = None, fallback_samples: int = 4, tune_missing: int = 0,
             baselines: bool = True, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
@@ -107,26 +108,29 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     here, take its recorded search time), "measure" (measure every remaining candidate now), "auto" (shipped
     if there is one), "skip". MetaSchedule from scratch runs until it matches the best budgeted latency or
     spends `scratch_cap_s` (default: `scratch_factor` x the search time of lgbm at k=3); 0 skips it.
-    A kernel without a donor that replays gets `fallback_samples` design-space samples as candidates (budgeted
-    methods only: the shipped exhaustive replay had none).
+    A kernel without a donor that replays gets the best records of a `tune_missing`-trial search of its design
+    space if it holds 1% of the FLOPs or more (`transfer.short_tune`), else `fallback_samples` design-space
+    samples, as candidates (budgeted methods only: the shipped exhaustive replay had none).
     """
     from .recommend import load_selector
     log = log or (lambda m: print(m, file=sys.stderr))
     from tqdm import tqdm
+    mr = open_model(spec, target, bank_dir, exclude_models)  # a bad model or bank: nothing written
     out_dir.mkdir(parents=True, exist_ok=True)
-    mr = open_model(spec, target, bank_dir, exclude_models)
     name = mr.model.name
     budgets = tuple(sorted(set(budgets)))
     cmp = Comparison(out_dir, {"model": name, "spec": spec, "target_key": target.key, "target": target.config,
                                "threads": int(target.config.get("num-cores", 1)), "bank": display_path(bank_dir),
                                "bank_models": mr.index.models, "excluded_models": list(mr.exclude),
                                "recommender": display_path(recommender_dir), "budgets": list(budgets),
-                               "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples},
+                               "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples,
+                                        "tune_missing": tune_missing},
                                "date": time.strftime("%Y-%m-%d")})
     with Measurer(target.config, settings) as measurer:
         t0 = time.perf_counter()
+        trials = trials_per_kernel(mr.kernels, tune_missing)
         found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,
-                                         samples=fallback_samples)
+                                         samples=fallback_samples, tune_trials=trials[k.name])
                  for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
         replay_s = time.perf_counter() - t0
         runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}

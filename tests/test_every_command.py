@@ -37,11 +37,13 @@ def _commands(spec: str, work: Path) -> dict[str, list[str]]:
         "kernels": ["kernels", spec],
         "replay": ["replay", "--model", spec, "--out", str(work / "replay")],
         "bank tune": ["bank", "tune", "--models", spec, "--bank", str(work / "bank"), "--trials-per-task", "8"],
+        "transfer": ["transfer", "--model", spec, "--budget-per-kernel", "1", "--out", str(work / "transfer")],
+        "compare": ["compare", "--model", spec, "--out", str(work / "compare")],
     }
 
 
 @pytest.mark.parametrize("bad", ["missing", "not_a_model", "unsupported_op", "no_tunable_kernel", "unknown_zoo"])
-@pytest.mark.parametrize("command", ["kernels", "replay", "bank tune"])
+@pytest.mark.parametrize("command", ["kernels", "replay", "bank tune", "transfer", "compare"])
 def test_bad_models_are_refused_by_every_command(bad, command, bad_models, tmp_path, capsys):
     spec, message = bad_models[bad]
     code = main(_commands(spec, tmp_path)[command])
