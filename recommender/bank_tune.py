@@ -36,6 +36,23 @@ def _new_meta(spec: str, name: str, target: TargetSpec, kernels: list[Kernel], m
                         for k, s in zip(kernels, shares)}}
 
 
+def search_kernel(kernel: Kernel, target: object, measurer: Measurer, work_dir: str, database: object,
+                  trials: int, trials_per_iter: int = 32, population_size: int = 256) -> None:
+    """`trials` measured trials of MetaSchedule's evolutionary search (XGBoost cost model) on one kernel,
+    through `measurer`, into `database` (its best records seed the search). A stop signal inside ends the
+    process (see stopping.py): what the database holds so far is kept."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .measure.ms_adapter import MeasurerBuilder, MeasurerRunner
+    ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply",
+                         search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population_size),
+                         task_name=kernel.name, num_threads=int(measurer.target_config.get("num-cores", 1)))
+    with native_section():
+        ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir, max_trials_global=trials,
+                      num_trials_per_iter=min(trials_per_iter, trials), builder=MeasurerBuilder(measurer),
+                      runner=MeasurerRunner(measurer), database=database, cost_model="xgb")
+
+
 def _kernel_records(db: object, mod: object) -> tuple[int, int, float | None]:
     """(records, valid records, best median seconds) of one kernel's workload in a MetaSchedule database."""
     import tvm_ffi
@@ -63,7 +80,6 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
 
-    from .measure.ms_adapter import MeasurerBuilder, MeasurerRunner
     from .tvm_setup import load_tensor_intrinsics
 
     if trials_per_task < 1:
@@ -95,7 +111,6 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
         todo = [k for k, _ in selected_kernels(kernels, min_share)]
         t_model, measured = time.time(), False
         with Measurer(target.config, settings) as measurer:
-            builder, runner = MeasurerBuilder(measurer), MeasurerRunner(measurer)
             bar = tqdm(todo, desc=model.name, unit="kernel", file=sys.stderr)
             for k in bar:
                 wait_while_paused(bank_dir, log)
@@ -105,15 +120,7 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                 bar.set_postfix_str(f"{k.name[:40]} {n}/{trials_per_task} trials")
                 if remaining > 0:
                     t0, measured = time.time(), True
-                    ctx = ms.TuneContext(mod=k.mod, target=tt, space_generator="post-order-apply",
-                                         search_strategy=ms.search_strategy.EvolutionarySearch(
-                                             population_size=population_size),
-                                         task_name=k.name,
-                                         num_threads=int(target.config.get("num-cores", 1)))
-                    with native_section():  # a stop signal in here ends the process (see stopping.py)
-                        ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
-                                      num_trials_per_iter=min(trials_per_iter, remaining), builder=builder,
-                                      runner=runner, database=db, cost_model="xgb")
+                    search_kernel(k, tt, measurer, work, db, remaining, trials_per_iter, population_size)
                     entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
                     n, valid, best = _kernel_records(db, k.mod)
                 if remaining > 0 or entry.get("status") != "done":

@@ -40,10 +40,12 @@ def _build(payload: dict) -> dict:
 
 def _without_weight_rewrite(mod: object) -> tuple[object, list] | None:
     """(the kernel without its weight layout-rewrite blocks, its arguments' [shape, dtype]), or None if it
-    has no such block."""
+    has no such block (only a kernel with layout-free buffers can have one: the others skip the pass)."""
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    if not _has_layout_free_buffers(mod):
+        return None
     stripped = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     if tvm_ffi.structural_equal(stripped, mod):
         return None
@@ -77,11 +79,17 @@ def pack_weights_ahead(mod: object) -> object:
     without layout-free buffers is returned as is."""
     import tvm
     from tvm import relax
-    if not any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("layout_free_buffers")
-               for f in mod.functions.values()):
+    if not _has_layout_free_buffers(mod):
         return mod
     return tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
                                      relax.transform.FoldConstant()])(mod)
+
+
+def _has_layout_free_buffers(mod: object) -> bool:
+    """Whether a PrimFunc of `mod` marks buffers layout-free (those RewriteLayout may pack)."""
+    import tvm
+    return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("layout_free_buffers")
+               for f in mod.functions.values())
 
 
 def _time_model(payload: dict) -> list[float]:

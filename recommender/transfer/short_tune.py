@@ -18,7 +18,6 @@ from ..candidates import SourceSchedule
 from ..kernels import Kernel
 from ..measure import Measurer
 from ..rows import SAMPLED
-from ..stopping import native_section
 
 SHORT_TUNE = "(short tune)"  # the source model of a short search's candidates
 MIN_FLOP_SHARE = 0.01  # the kernels worth a search: as the bank tunes those holding 1% of the model's FLOPs
@@ -30,18 +29,12 @@ def short_tune(kernel: Kernel, measurer: Measurer, target: object, trials: int, 
     first, as sources (model SHORT_TUNE, match SAMPLED). Empty if nothing valid was found."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..bank_tune import _quiet_metaschedule
-    from ..measure.ms_adapter import MeasurerBuilder, MeasurerRunner
+    from ..bank_tune import _quiet_metaschedule, search_kernel
     _quiet_metaschedule()
     with tempfile.TemporaryDirectory(prefix="schedrec-short-tune-") as work:
-        ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply",
-                             search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population_size),
-                             task_name=kernel.name, num_threads=int(measurer.target_config.get("num-cores", 1)))
-        with native_section():  # a stop signal in here ends the process; the kernels before are saved
-            ms.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=trials,
-                          num_trials_per_iter=min(16, trials), builder=MeasurerBuilder(measurer),
-                          runner=MeasurerRunner(measurer), database=ms.database.JSONDatabase(work_dir=work),
-                          cost_model="xgb")
+        # a stop signal in the search ends the process; the kernels finished before are saved
+        search_kernel(kernel, target, measurer, work, ms.database.JSONDatabase(work_dir=work), trials,
+                      trials_per_iter=16, population_size=population_size)
         records = _valid_records(Path(work) / "database_tuning_record.json")
     return [SourceSchedule(SHORT_TUNE, kernel.name, rank, latency, trace, kernel.mod, kernel.class_key,
                            match=SAMPLED)
