@@ -295,6 +295,7 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
     relax.transform.MetaScheduleApplyDatabase: the records apply, the output is right, the latency matches."""
     import onnx
     import tvm
+    import tvm_ffi
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
     from tvm.s_tir import meta_schedule as ms
@@ -334,7 +335,15 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
                 best[name] = min(best.get(name, r.median), r.median)
     outs = [relax.VirtualMachine(libs[name], dev)["main"](x).numpy() for name in ("tuned", "plain")]
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
-    assert 0.67 < best["tuned"] / best["schedrec"] < 1.5, best  # the same schedules, the same speed
+    # the same schedules: every kernel schedrec scheduled is, TIR for TIR, a kernel of the user's module
+    with tt, ms.database.JSONDatabase(work_dir=str(out / "database"), allow_missing=False):
+        mine = relax.transform.MetaScheduleApplyDatabase()(schedrecs)
+    users = [f for f in tuned.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    for g, f in mine.functions.items():
+        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"):
+            assert any(tvm_ffi.structural_equal(f, u) for u in users), g.name_hint
+    # so the same speed, within what a 0.1 ms model's timing varies on a shared machine (CI saw 1.6x once)
+    assert 0.5 < best["tuned"] / best["schedrec"] < 2.0, best
     assert best["tuned"] < best["plain"], best
     # and the report's figure, timed alone in the transfer run, is of the same order
     assert 0.33 < best["schedrec"] / report["totals"]["model_latency_tuned_s"] < 3.0, (best, report["totals"])
