@@ -5,6 +5,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 
 def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
@@ -23,14 +24,20 @@ def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
     return costs
 
 
-def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
+    """A timer of PyTorch eager inference: timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
     import torch
-    torch.set_num_threads(threads)
-    with torch.no_grad():
-        return _median_of_repeats(lambda: model(*args), repeat, min_repeat_s)
+
+    def timer(repeat: int, min_repeat_s: float) -> list[float]:
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            return _median_of_repeats(lambda: model(*args), repeat, min_repeat_s)
+    return timer
 
 
-def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+def onnxruntime_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
+    """The model exported to ONNX (TorchScript exporter) in an ONNX Runtime CPU session with `threads`
+    intra-op threads: timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
     import onnxruntime as ort
     import torch
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,7 +50,35 @@ def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repe
         opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     feeds = {n: a.numpy() for n, a in zip(names, args)}
-    return _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s)
+    return lambda repeat, min_repeat_s: _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s)
+
+
+def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+    return pytorch_timer(model, args, threads)(repeat, min_repeat_s)
+
+
+def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+    return onnxruntime_timer(model, args, threads)(repeat, min_repeat_s)
+
+
+def interleaved(timers: dict[str, Callable[[], list[float]]],
+                rounds: int) -> tuple[dict[str, list[list[float]]], dict[str, str]]:
+    """Time several ways of running one model side by side: `rounds` rounds, each calling every timer once
+    (seconds per repeat), the order rotated from round to round so that none always runs first or after the
+    same neighbour; a machine that slows down for a while slows every column alike. Answers, per timer, its
+    costs round by round, and the first line of the error of each timer that raised (not called again)."""
+    names = list(timers)
+    costs: dict[str, list[list[float]]] = {n: [] for n in names}
+    errors: dict[str, str] = {}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name in errors:
+                continue
+            try:
+                costs[name].append(list(timers[name]()))
+            except Exception as err:  # one column failing leaves the others their rounds
+                errors[name] = (str(err).splitlines() or [type(err).__name__])[0][:300]
+    return costs, errors
 
 
 def median(costs: list[float]) -> float:

@@ -9,28 +9,53 @@ runs live in models/<target-key>/latency/<model>/ (resumable; a finished one is 
 database is rebuilt from the committed rows where it is missing).
 
 Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--redo] [--fresh] [--k 2]
-Keep the machine otherwise idle while it runs. Tuned TVM and schedrec: median of 7 repeats of at least 200 ms;
-PyTorch and ONNX Runtime: median of 5 repeats of at least 200 ms; untuned TVM (plain loops, seconds per
-inference on big models): median of 3 single runs.
+Keep the machine otherwise idle while it runs. Tuned TVM, schedrec, PyTorch and ONNX Runtime are timed side by
+side: 3 rounds, each timing every column (3 repeats of at least 200 ms), the order rotated between rounds; a
+column's figure is the median of its 9 repeats, and the row keeps each round's median (round_medians_ms), so
+that the machine's drift during the row is visible. Untuned TVM (plain loops, seconds per inference on big
+models), timed once before the rounds: median of 3 single runs.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
-from recommender.baselines import median, time_onnxruntime, time_pytorch
+from recommender.baselines import interleaved, median, onnxruntime_timer, pytorch_timer
+from recommender.errors import SchedrecError
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_json, display_path, read_json
 from recommender.measure import MeasureSettings, Measurer
 from recommender.model_import import import_model
 from recommender.target import cpu_name, parse_target
 from recommender.zoo import ZOO, build_zoo_model
+
+
+ROUNDS, REPEAT, MIN_REPEAT_S = 3, 3, 0.2  # every timed column: rounds x repeats of at least 200 ms
+COLUMNS = {"tuned": "tvm_tuned_ms", "schedrec": "schedrec_ms", "pytorch": "pytorch_ms",
+           "onnxruntime": "onnxruntime_ms"}  # timed column -> its key in a row
+
+
+def tvm_timer(measurer: Measurer, library: str, inputs: list) -> Callable[[], list[float]]:
+    """A timer of a built TVM model library in the measurer's timing worker (seconds per repeat); a failed
+    run raises, with the worker's error."""
+    def timer() -> list[float]:
+        r = measurer.time_model_library(library, inputs)
+        if not r.ok:
+            raise SchedrecError(f"timing {library}: {r.status}: {r.error[:300]}")
+        return r.costs
+    return timer
+
+
+def seconds_timer(timer: Callable[[int, float], list[float]]) -> Callable[[], list[float]]:
+    return lambda: timer(REPEAT, MIN_REPEAT_S)
 
 
 class Recommenders:
@@ -93,7 +118,7 @@ def main() -> None:
     folders = [f for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
     wanted = {m for m in args.models.split(",") if m}
     cores = int(target.config.get("num-cores", 1))
-    settings = MeasureSettings(repeat=7, min_repeat_ms=200)
+    settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=MIN_REPEAT_S * 1e3)
     # untuned TVM runs plain loops (seconds per inference on the big models): 3 repeats of one inference
     untuned_settings = MeasureSettings(repeat=3, min_repeat_ms=0)
     recommenders = Recommenders(root)
@@ -114,14 +139,36 @@ def main() -> None:
                    "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}}
             untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)
             row["tvm_untuned_ms"] = untuned.median * 1e3 if untuned.ok else None
-            with tempfile.TemporaryDirectory() as scratch:
-                unpack(folder, scratch)
-                tuned = measurer.measure_model(model.mod, inputs, database_dir=scratch)
-            row["tvm_tuned_ms"] = tuned.median * 1e3 if tuned.ok else None
-            results = [("untuned", untuned), ("tuned", tuned)]
+            row["errors"] = {} if untuned.ok else {"untuned": untuned.error[:300]}
+            with contextlib.ExitStack() as stack:
+                timers = {}
+                with tempfile.TemporaryDirectory() as scratch:  # the library keeps what it needs of the records
+                    unpack(folder, scratch)
+                    libraries = {"tuned": stack.enter_context(measurer.model_library(model.mod, scratch))}
+                if not args.no_schedrec:
+                    libraries["schedrec"] = stack.enter_context(measurer.model_library(model.mod, str(database)))
+                for column, built in libraries.items():
+                    if built.ok:
+                        timers[column] = tvm_timer(measurer, built.path, inputs)
+                    else:
+                        row["errors"][column] = built.error[:300]
+                if name in ZOO:
+                    torch_model, torch_args = build_zoo_model(name)
+                    timers["pytorch"] = seconds_timer(pytorch_timer(torch_model, torch_args, cores))
+                    try:
+                        timers["onnxruntime"] = seconds_timer(onnxruntime_timer(torch_model, torch_args, cores))
+                    except Exception as err:  # an export the ONNX exporter cannot do
+                        row["errors"]["onnxruntime"] = str(err).splitlines()[0][:300]
+                costs, failed = interleaved(timers, ROUNDS)
+                row["errors"].update(failed)
+            timed = ["tuned"] + ([] if args.no_schedrec else ["schedrec"]) + (
+                ["pytorch", "onnxruntime"] if name in ZOO else [])
+            for column in timed:
+                rounds = costs.get(column) if column not in failed else None
+                row[COLUMNS[column]] = median([c for r in rounds for c in r]) * 1e3 if rounds else None
+                if rounds:
+                    row.setdefault("round_medians_ms", {})[column] = [round(median(r) * 1e3, 3) for r in rounds]
             if not args.no_schedrec:
-                output = measurer.measure_model(model.mod, inputs, database_dir=str(database))
-                row["schedrec_ms"] = output.median * 1e3 if output.ok else None
                 t = report["totals"]
                 row["schedrec"] = {
                     "per_kernel": args.k, "cap": args.cap, "tune_missing": args.tune_missing,
@@ -131,16 +178,6 @@ def main() -> None:
                     "kernels": t["kernels"], "kernels_via_samples": t["kernels_via_samples"],
                     "kernels_default": t["kernels_default"], "time_share_default": t["time_share_default"],
                     "run": display_path(root / "latency" / name)}
-                results.append(("schedrec", output))
-            row["errors"] = {k: r.error[:300] for k, r in results if not r.ok}
-            if name in ZOO:
-                torch_model, torch_args = build_zoo_model(name)
-                row["pytorch_ms"] = median(time_pytorch(torch_model, torch_args, cores)) * 1e3
-                try:
-                    row["onnxruntime_ms"] = median(time_onnxruntime(torch_model, torch_args, cores)) * 1e3
-                except Exception as err:  # an export the ONNX exporter cannot do
-                    row["onnxruntime_ms"] = None
-                    row["errors"]["onnxruntime"] = str(err).splitlines()[0][:300]
             row["seconds"] = round(time.time() - t0, 1)
             table[name] = row
             atomic_write_json(str(out_path), table)

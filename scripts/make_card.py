@@ -81,10 +81,8 @@ def main() -> None:
                   "the bank's other models (the model itself left out, and lgbm fitted without it), the top "
                   f"{_k(lat)} candidates per kernel measured, design-space samples where no donor replays; "
                   "*plain loops* is the share of its kernel time in kernels that kept TVM's default code (no "
-                  "candidate beat it, or none compiled), and *search* its search time. Both TVM columns are the "
-                  "median of 7 repeats of at least 200 ms; PyTorch and ONNX Runtime the median of 5 repeats of at "
-                  "least 200 ms; untuned TVM (plain loops everywhere) the median of 3 runs. "
-                  f"{_measured_with(lat, target)}", ""]
+                  "candidate beat it, or none compiled), and *search* its search time. "
+                  f"{_timing(lat)} {_measured_with(lat, target)}", ""]
         lines += latency_table(lat, coverage)
         lines += ["", latency_summary(lat)]
         lines.append("")
@@ -98,8 +96,8 @@ def main() -> None:
 def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
     """The latency table's Markdown lines (card and README), one row per model of latency.json."""
     lines = ["| model | set | kernels with own records | untuned TVM | TVM, own records | schedrec | plain loops | "
-             "search s | PyTorch eager | ONNX Runtime | schedrec / PyTorch | schedrec / ORT |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "search s | PyTorch eager | ONNX Runtime | schedrec / PyTorch | schedrec / ORT | drift |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in lat.items():
         out = r.get("schedrec") or {}
         share = out.get("time_share_default")
@@ -109,8 +107,31 @@ def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
                      f"{_fmt(None if out.get('search_s') is None else round(out['search_s']))} | "
                      f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
                      f"{_ratio(r.get('schedrec_ms'), r.get('pytorch_ms'))} | "
-                     f"{_ratio(r.get('schedrec_ms'), r.get('onnxruntime_ms'))} |")
+                     f"{_ratio(r.get('schedrec_ms'), r.get('onnxruntime_ms'))} | {_drift(r)} |")
     return lines
+
+
+def _timing(lat: dict) -> str:
+    """How the row's columns were timed: side by side in rounds (round_medians_ms), or, for rows timed before
+    that, one column after the other."""
+    rounds = [n for n, r in lat.items() if r.get("round_medians_ms")]
+    text = ("Own records, schedrec, PyTorch and ONNX Runtime are timed side by side: 3 rounds, each timing every "
+            "column (3 repeats of at least 200 ms), the order rotated between rounds; a column's figure is the "
+            "median of its 9 repeats, and *drift* the largest ratio between one column's slowest and fastest "
+            "round (how much the machine moved during the row). Untuned TVM (plain loops everywhere): the median "
+            "of 3 runs, before the rounds.")
+    if len(rounds) == len(lat):
+        return text
+    earlier = ("one column after the other: both TVM columns the median of 7 repeats of at least 200 ms, PyTorch "
+               "and ONNX Runtime of 5, untuned TVM of 3 runs")
+    if not rounds:
+        return f"Timed {earlier}."
+    return f"{text} Rows without a drift figure were timed {earlier}."
+
+
+def _drift(r: dict) -> str:
+    rounds = [v for v in (r.get("round_medians_ms") or {}).values() if v and min(v) > 0]
+    return f"{max(max(v) / min(v) for v in rounds):.2f}x" if rounds else "-"
 
 
 def _k(lat: dict) -> str:

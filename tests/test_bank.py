@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import time
 from pathlib import Path
 
@@ -139,7 +140,14 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
     # the database is read, not ignored: one that is not there fails the build
     with Measurer(target.config, FAST) as m:
         missing = m.measure_model(model.mod, inputs, database_dir=str(tmp_path / "no-database"))
+        # built once, timed in rounds (the latency table's side-by-side columns); the library goes on exit
+        with m.model_library(model.mod, str(tmp_path / "db")) as built:
+            assert built.ok and built.scheduled_kernels == 1 and os.path.isfile(built.path)
+            rounds = [m.time_model_library(built.path, inputs) for _ in range(2)]
+        with m.model_library(model.mod, str(tmp_path / "no-database")) as failed:
+            assert failed.status == "build_error" and failed.path is None
     assert missing.status == "build_error" and "no-database" in missing.error, (missing.status, missing.error)
+    assert all(r.ok and len(r.costs) == 3 for r in rounds) and not os.path.exists(built.path)
 
 
 def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx_file, tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.baselines import median, time_onnxruntime, time_pytorch
+from recommender.baselines import interleaved, median, time_onnxruntime, time_pytorch
 from tests.conftest import small_cnn
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
@@ -23,3 +23,20 @@ def test_pytorch_and_onnxruntime_time_the_same_model():
     assert median(big_torch) > 3 * median(torch_s), (big_torch, torch_s)
     assert median(big_ort) > 3 * median(ort_s), (big_ort, ort_s)
     assert median([]) != median([])  # nan for no measurement
+
+
+def test_interleaved_rounds_rotate_the_order_and_keep_a_failing_column_apart():
+    calls = []
+
+    def timer(name: str, fails_at: int | None = None):
+        def run() -> list[float]:
+            calls.append(name)
+            if fails_at is not None and calls.count(name) == fails_at:
+                raise RuntimeError(f"{name} crashed\nC++ trace")
+            return [float(len(calls))]
+        return run
+    costs, errors = interleaved({"a": timer("a"), "b": timer("b"), "c": timer("c", fails_at=2)}, rounds=3)
+    # round 1: a b c; round 2 starts one further: b c(raises) a; round 3: c is left out: a b
+    assert calls == ["a", "b", "c", "b", "c", "a", "a", "b"]
+    assert costs == {"a": [[1.0], [6.0], [7.0]], "b": [[2.0], [4.0], [8.0]], "c": [[3.0]]}
+    assert errors == {"c": "c crashed"}

@@ -74,6 +74,10 @@ def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
     for column in ("tvm_untuned_ms", "tvm_tuned_ms", "schedrec_ms", "pytorch_ms", "onnxruntime_ms"):
         assert row[column] > 0, column
     assert row["tvm_tuned_ms"] < row["tvm_untuned_ms"]  # the bank's records are applied
+    # four columns timed side by side in 3 rounds; each round's median kept, the figure within their range
+    rounds = row["round_medians_ms"]
+    assert set(rounds) == {"tuned", "schedrec", "pytorch", "onnxruntime"} and all(len(r) == 3 for r in rounds.values())
+    assert min(rounds["pytorch"]) <= row["pytorch_ms"] <= max(rounds["pytorch"])
     assert row["schedrec_ms"] < row["tvm_untuned_ms"]  # and the transferred ones
     out = row["schedrec"]
     assert out["selector"] == "lgbm (trained without bert_tiny)" and out["left_out"] == ["bert_tiny"]

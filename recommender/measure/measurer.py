@@ -14,6 +14,8 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
@@ -60,6 +62,7 @@ class MeasureResult:
     build_s: float = 0.0
     run_s: float = 0.0
     scheduled_kernels: int | None = None  # whole models built with a database: the kernels it scheduled
+    path: str | None = None  # model_library: the built library
 
     @property
     def ok(self) -> bool:
@@ -233,22 +236,35 @@ class Measurer:
         """Build a whole Relax model (with a MetaSchedule database's schedules if given) in a build worker,
         then time `main` in the timing worker. `input_info` is [(shape, dtype)] of the model's inputs;
         `settings` overrides the timing settings for this model (repeat, number, min_repeat_ms, warmup)."""
+        with self.model_library(mod, database_dir) as built:
+            if not built.ok:
+                return built
+            result = self.time_model_library(built.path, input_info, settings)
+            result.build_s, result.scheduled_kernels = built.build_s, built.scheduled_kernels
+            return result
+
+    @contextmanager
+    def model_library(self, mod: object, database_dir: str | None = None) -> Iterator[MeasureResult]:
+        """Build a whole Relax model (with a database's schedules if given) to a library, for timing it
+        several times (`time_model_library`, e.g. in rounds side by side with other builds); the library is
+        deleted on exit. Yields a result whose `path` is the library, or, where the build failed, its status."""
         import tvm
         path = self._artifact_path()
         t0 = time.perf_counter()
         try:
-            built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
-                                                           "target": self.target_config, "out_path": path,
-                                                           "database_dir": database_dir},
-                                           max(self.settings.build_timeout_s, 1800.0))
-        except (WorkerError, WorkerTimeout, WorkerCrash) as err:
-            status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
-            return MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
-        build_s = time.perf_counter() - t0
-        result = self.time_model_library(path, input_info, settings)
-        result.build_s, result.scheduled_kernels = build_s, built["scheduled"]
-        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        return result
+            try:
+                built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
+                                                               "target": self.target_config, "out_path": path,
+                                                               "database_dir": database_dir},
+                                               max(self.settings.build_timeout_s, 1800.0))
+            except (WorkerError, WorkerTimeout, WorkerCrash) as err:
+                status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
+                yield MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
+                return
+            yield MeasureResult(OK, build_s=time.perf_counter() - t0, scheduled_kernels=built["scheduled"],
+                                path=path)
+        finally:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     def time_model_library(self, path: str, input_info: list, settings: MeasureSettings | None = None) -> MeasureResult:
         """Time `main` of a compiled Relax model library (`export_library` output) in the timing worker, as
