@@ -160,7 +160,7 @@ def cmd_bank_tune(args: argparse.Namespace) -> int:
     from .target import parse_target
     target = parse_target(args.target)
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
-                               build_workers=args.build_workers)
+                               build_workers=args.build_workers, fast_math=not args.exact_math)
     bank_dir = _bank_dir(args, target.key, "reference" if args.reference else "bank")
     specs = [s.strip() for s in args.models.split(",") if s.strip()]
     if not specs:
@@ -230,7 +230,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path("out") / "replay" / model_name_from_spec(args.model)
     exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
     report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n or 1, exclude_models=exclude,
-                               cap=args.cap, settings=MeasureSettings(repeat=args.repeat),
+                               cap=args.cap, settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                                anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
     rows = []
     for k in report["kernels"]:
@@ -264,7 +264,7 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
     out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / "transfer"
     models = [m for m in (args.models or "").split(",") if m] or None
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
-                  models=models, settings=MeasureSettings(repeat=args.repeat),
+                  models=models, settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
@@ -306,7 +306,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     exclude = tuple(m for m in (args.exclude_models or "").split(",") if m)
     report = budgeted_transfer(args.model, target, bank_dir, out_dir, selector, budget=args.budget,
                                per_kernel=args.budget_per_kernel, top_n=args.top_n, cap=args.cap,
-                               exclude_models=exclude, settings=MeasureSettings(repeat=args.repeat),
+                               exclude_models=exclude,
+                               settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                                anchor_fallback=not args.no_anchor_fallback, untuned=not args.no_untuned,
                                recommender=display_path(rec_dir), fallback_samples=args.fallback_samples,
                                tune_missing=args.tune_missing, pack_weights=args.pack_weights)
@@ -360,6 +361,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .compare import compare
+    from .measure import MeasureSettings
     from .model_import import model_name_from_spec
     from .target import parse_target
     target = parse_target(args.target)
@@ -380,7 +382,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
                    refine_s=args.refine_s, fallback_samples=args.fallback_samples,
-                   tune_missing=args.tune_missing, baselines=not args.no_baselines)
+                   tune_missing=args.tune_missing, baselines=not args.no_baselines,
+                   settings=MeasureSettings(fast_math=not args.exact_math))
     from .compare import format_compare
     print(format_compare(data))
     print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
@@ -472,6 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--target", default="native",
                         help="'native' (detect the host CPU), a JSON object, or a JSON file (default: native)")
 
+    def math_opt(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--exact-math", action="store_true",
+                        help="build with libm's scalar exp/erf, as stock TVM does, instead of schedrec's vectorized "
+                             "float32 polynomials (a few ulp off; 3-19x faster softmax, GELU, tanh, sigmoid)")
+
     def shape_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                         help="bind an ONNX input's dynamic dims, e.g. x=1,3,224,224 (repeat per input; an unbound "
@@ -523,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when resuming, measure again the kernels with a candidate of these statuses "
                         "(e.g. wrong_result after a fix to the check)")
     r.add_argument("--out", metavar="DIR", help="output folder (default: out/replay/<model>)")
+    math_opt(r)
     r.set_defaults(func=cmd_replay)
 
     mx = sub.add_parser("matrix", help=cmd_matrix.__doc__, description=cmd_matrix.__doc__)
@@ -537,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--remeasure", type=_statuses, default=(), metavar="STATUS[,STATUS]",
                     help="when resuming, measure again the kernels with a candidate of these statuses")
     mx.add_argument("--out", metavar="DIR", help="output folder (default: models/<target-key>/transfer)")
+    math_opt(mx)
     mx.set_defaults(func=cmd_matrix)
 
     tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)
@@ -570,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--baselines", action="store_true",
                     help="also time PyTorch eager (zoo models) and ONNX Runtime on the same input")
     tf.add_argument("--out", metavar="DIR", help="output folder (default: out/transfer/<model>-<selector>-<budget>)")
+    math_opt(tf)
     tf.set_defaults(func=cmd_transfer)
 
     cp = sub.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
@@ -599,6 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="complete a comparison stopped during MetaSchedule from scratch from its saved files "
                          "(its checkpoints so far, then the baselines), measuring nothing else again")
     cp.add_argument("--out", metavar="DIR", help="output folder (default: out/compare/<model>)")
+    math_opt(cp)
     cp.set_defaults(func=cmd_compare)
 
     b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
@@ -625,6 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
     bt.add_argument("--min-repeat-ms", type=_positive_int, default=4, help="minimum length of one repeat (4)")
     bt.add_argument("--build-workers", type=_positive_int, default=2, help="parallel build workers (2)")
+    math_opt(bt)
     bt.set_defaults(func=cmd_bank_tune)
 
     bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
@@ -77,7 +78,7 @@ class Recommenders:
 
 
 def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, tune_missing: int,
-                    recommenders: Recommenders, fresh: bool = False) -> tuple[Path, dict]:
+                    recommenders: Recommenders, settings: MeasureSettings, fresh: bool = False) -> tuple[Path, dict]:
     """Budgeted transfer of `name` from the bank's other models (a finished run is reused unless `fresh`):
     its database folder and report."""
     from recommender.transfer.budgeted import budgeted_transfer
@@ -87,13 +88,17 @@ def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, 
     if run is not None and (fresh or (run.get("per_kernel"), run.get("cap"), run.get("tune_missing", 0))
                             != (k, cap, tune_missing)):
         shutil.rmtree(out_dir)  # a run with other settings, or asked for: searched again
+        run = None
     if report_file.exists() and (out_dir / "database").is_dir():
         return out_dir / "database", read_json(report_file)
+    # a run kept (resumed, or its database rebuilt) keeps the math it was searched with
+    search_fast_math = settings.fast_math if run is None else run.get("fast_math", False)
     # a new run, a killed one (resumed from its rows), or a committed one without its database (rebuilt from
     # the rows, nothing measured again but the final timing)
     selector = recommenders.for_model(name)
     report = budgeted_transfer(spec, target, root / "bank", out_dir, selector, per_kernel=k, cap=cap,
-                               untuned=False, recommender=selector.name, tune_missing=tune_missing)
+                               untuned=False, recommender=selector.name, tune_missing=tune_missing,
+                               settings=replace(MeasureSettings(), fast_math=search_fast_math))
     return out_dir / "database", report
 
 
@@ -109,6 +114,8 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true",
                     help="search schedrec's transfer again for the models timed (its folder is replaced)")
     ap.add_argument("--no-schedrec", action="store_true", help="leave out schedrec's column")
+    ap.add_argument("--exact-math", action="store_true",
+                    help="TVM builds with libm's scalar exp/erf (stock TVM) instead of schedrec's vectorized ones")
     args = ap.parse_args()
     target = parse_target(args.target)
     root = repo_models_dir() / target.key
@@ -118,7 +125,7 @@ def main() -> None:
     folders = [f for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
     wanted = {m for m in args.models.split(",") if m}
     cores = int(target.config.get("num-cores", 1))
-    settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=MIN_REPEAT_S * 1e3)
+    settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=round(MIN_REPEAT_S * 1000), fast_math=not args.exact_math)
     # untuned TVM runs plain loops (seconds per inference on the big models): 3 repeats of one inference
     untuned_settings = MeasureSettings(repeat=3, min_repeat_ms=0)
     recommenders = Recommenders(root)
@@ -131,12 +138,12 @@ def main() -> None:
             t0 = time.time()
             if not args.no_schedrec:  # the search first: its own measurer, then every column is timed here
                 database, report = schedrec_output(name, meta["spec"], target, root, args.k, args.cap,
-                                                   args.tune_missing, recommenders, fresh=args.fresh)
+                                                   args.tune_missing, recommenders, settings, fresh=args.fresh)
             model = import_model(meta["spec"], target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
             row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values()),
                    "target": target.config, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
-                   "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}}
+                   "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}, "fast_math": settings.fast_math}
             untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)
             row["tvm_untuned_ms"] = untuned.median * 1e3 if untuned.ok else None
             row["errors"] = {} if untuned.ok else {"untuned": untuned.error[:300]}
@@ -177,6 +184,7 @@ def main() -> None:
                     "flop_coverage_transferred": t["flop_coverage_transferred"],
                     "kernels": t["kernels"], "kernels_via_samples": t["kernels_via_samples"],
                     "kernels_default": t["kernels_default"], "time_share_default": t["time_share_default"],
+                    "search_fast_math": bool(report.get("fast_math", False)),
                     "run": display_path(root / "latency" / name)}
             row["seconds"] = round(time.time() - t0, 1)
             table[name] = row

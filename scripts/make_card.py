@@ -120,6 +120,12 @@ def _timing(lat: dict) -> str:
             "median of its 9 repeats, and *drift* the largest ratio between one column's slowest and fastest "
             "round (how much the machine moved during the row). Untuned TVM (plain loops everywhere): the median "
             "of 3 runs, before the rounds.")
+    fast = [n for n, r in lat.items() if r.get("fast_math")]
+    if fast:
+        searched = [n for n in fast if (lat[n].get("schedrec") or {}).get("search_fast_math")]
+        text += (f" TVM builds of {'every row' if len(fast) == len(lat) else ', '.join(fast)} use schedrec's "
+                 "vectorized float32 exp/erf (`recommender/fast_math.py`; the others libm's scalar calls, as stock "
+                 f"TVM); schedrec's search measured with them on {len(searched)} of {len(fast)}.")
     if len(rounds) == len(lat):
         return text
     earlier = ("one column after the other: both TVM columns the median of 7 repeats of at least 200 ms, PyTorch "

@@ -201,6 +201,10 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     capsys.readouterr()
     assert main(argv[:-4] + ["--top-n", "1", "--out", str(out)]) == 2
     assert "other settings (top_n)" in capsys.readouterr().err
+    # the run was measured with vectorized exp/erf (the default); libm's would be other measurements
+    assert json.loads((out / "run.json").read_text())["fast_math"] is True
+    assert main(argv + ["--exact-math"]) == 2
+    assert "other settings (fast_math)" in capsys.readouterr().err
 
 
 def test_a_bank_model_of_another_target_is_flagged(bank_and_new_model, target, tmp_path):

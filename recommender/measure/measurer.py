@@ -40,6 +40,7 @@ class MeasureSettings:
     build_timeout_s: float = 120.0
     run_timeout_s: float = 60.0
     runner: str = "local"  # or rpc://HOST:PORT/KEY
+    fast_math: bool = True  # vectorized float32 exp/erf in every build (recommender.fast_math); False: libm calls
 
     def __post_init__(self) -> None:
         for name in ("repeat", "number", "build_workers"):
@@ -156,7 +157,8 @@ class Measurer:
             path = self._artifact_path()
             t0 = time.perf_counter()
             try:
-                built = handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path},
+                built = handle.call("build", {"mod_json": mod_json, "target": self.target_config, "out_path": path,
+                                              "fast_math": self.settings.fast_math},
                                     self.settings.build_timeout_s)
                 if built.get("check_path"):
                     with self._lock:
@@ -255,7 +257,8 @@ class Measurer:
             try:
                 built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
                                                                "target": self.target_config, "out_path": path,
-                                                               "database_dir": database_dir},
+                                                               "database_dir": database_dir,
+                                                               "fast_math": self.settings.fast_math},
                                                max(self.settings.build_timeout_s, 1800.0))
             except (WorkerError, WorkerTimeout, WorkerCrash) as err:
                 status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]

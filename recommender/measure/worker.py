@@ -26,16 +26,19 @@ def _build(payload: dict) -> dict:
     its constants; MetaSchedule's own builder strips the block the same way); `timing_args` then gives the
     [shape, dtype] of that build's arguments."""
     import tvm
+
+    from ..fast_math import fast_math
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
     packed = _without_weight_rewrite(mod)
-    if packed is None:
-        return {"path": _export(tvm.compile(mod, target=target), payload["out_path"])}
-    check_path = payload["out_path"][:-len(".so")] + ".check.so"
-    _export(tvm.compile(mod, target=target), check_path)
-    stripped, timing_args = packed
-    return {"path": _export(tvm.compile(stripped, target=target), payload["out_path"]), "check_path": check_path,
-            "timing_args": timing_args}
+    with fast_math(payload.get("fast_math", False)):
+        if packed is None:
+            return {"path": _export(tvm.compile(mod, target=target), payload["out_path"])}
+        check_path = payload["out_path"][:-len(".so")] + ".check.so"
+        _export(tvm.compile(mod, target=target), check_path)
+        stripped, timing_args = packed
+        return {"path": _export(tvm.compile(stripped, target=target), payload["out_path"]),
+                "check_path": check_path, "timing_args": timing_args}
 
 
 def _without_weight_rewrite(mod: object) -> tuple[object, list] | None:
@@ -58,6 +61,8 @@ def _build_model(payload: dict) -> dict:
     Answers the library's path and, with a database, how many kernels it scheduled."""
     import tvm
     from tvm import relax
+
+    from ..fast_math import fast_math
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
     scheduled = None
@@ -69,7 +74,8 @@ def _build_model(payload: dict) -> dict:
         scheduled = sum(1 for f in mod.functions.values()
                         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"))
         mod = pack_weights_ahead(mod)
-    return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled}
+    with fast_math(payload.get("fast_math", False)):
+        return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled}
 
 
 def pack_weights_ahead(mod: object) -> object:

@@ -67,7 +67,8 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
            "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples,
-           "tune_missing": tune_missing, "pack_weights": pack_weights}
+           "tune_missing": tune_missing, "pack_weights": pack_weights,
+           "fast_math": (settings or MeasureSettings()).fast_math}
     t_start = time.perf_counter()
     with locked(out_dir, f"transfer {spec}"):
         check_run(out_dir / "run.json", run)
@@ -186,7 +187,7 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     return {"model": mr.model.name, "spec": mr.spec, "target_key": mr.target.key, "target": mr.target.config,
             "bank": display_path(bank_dir), "recommender": recommender, **{k: run[k] for k in (
                 "bank_models", "excluded_models", "top_n", "cap", "anchor_fallback", "selector", "budget",
-                "per_kernel", "fallback_samples", "tune_missing", "pack_weights")},
+                "per_kernel", "fallback_samples", "tune_missing", "pack_weights", "fast_math")},
             "kernels": kernels, "totals": t}
 
 

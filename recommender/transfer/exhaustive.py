@@ -27,7 +27,8 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     run measures again the kernels that have a candidate whose status is in `remeasure`."""
     mr = open_model(spec, target, bank_dir, exclude_models)
     run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
-           "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback}
+           "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
+           "fast_math": (settings or MeasureSettings()).fast_math}
     with locked(out_dir, f"replay {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)

@@ -54,7 +54,7 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
 
 
 # settings that runs recorded before they existed ran with: such a run resumes under these values only
-ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False}
+ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False, "fast_math": False}
 
 
 def check_run(path: Path, run: dict) -> None:

@@ -1,0 +1,118 @@
+"""Vectorized float32 exp and erf (and so tanh, sigmoid, softmax and GELU) in kernels compiled for CPUs.
+
+TVM lowers `exp` on an LLVM target to LLVM's `llvm.exp`, which x86 code generation turns into one scalar
+libm `expf` call per element, even in a vectorized loop, and `erf` to a libm `erff` call. tanh and sigmoid
+are lowered through exp. A softmax, a GELU or a SiLU then runs at a few ns per element: on this project's
+znver3 machine a 128x3072 GELU took 1.6 ms, 10x what its loads and stores cost.
+
+`fast_math(True)` makes `tvm.compile` lower them to polynomials instead, which vectorize with the loop:
+exp by the Cephes range reduction (x = n ln2 + r, a degree-7 polynomial in r, 2^n built in the exponent
+bits), erf by TVM's own rational approximation (the one its GPU targets use, `fast_erf_float_expr`). Both
+are within a few float32 ulp of libm (`tests/test_fast_math.py`). The rules act when the kernel is lowered
+(TVM's LowerIntrin pass), after scheduling: kernels, workloads, the bank's records and their classes stay
+the same, and only the machine code changes.
+
+schedrec measures every build with it (`MeasureSettings.fast_math`, on by default; `--exact-math` to turn
+it off), so the latencies it ranks and reports are those of this code. A user building a schedrec database
+with stock TVM gets the same code by compiling inside `with fast_math(True):`.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+FLOAT32 = "float32"
+LEVEL = 100  # above the level of TVM's own lowering rules, so that the rule below is the one used
+
+_enabled = False
+_registered = False
+
+# Cephes expf: exp(x) = 2^n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2], ln2 split in two for exactness
+_LN2_HI, _LN2_LO, _LOG2E = 0.693359375, -2.12194440e-4, 1.44269504088896341
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+             5.0000001201e-1)
+_EXP_MAX, _EXP_MIN = 88.0, -87.3  # 2^n stays a normal float32 (n in [-126, 127])
+
+
+def fast_exp_expr(x: object) -> object:
+    """exp(x) for a float32 TIR expression (a scalar or a vector of float32 lanes), as a polynomial that
+    vectorizes."""
+    from tvm import tirx
+    lanes = _lanes(x)
+    suffix = f"x{lanes}" if lanes > 1 else ""
+
+    def c(v: float) -> object:
+        k = tirx.const(v, FLOAT32)
+        return tirx.Broadcast(k, lanes) if lanes > 1 else k
+    x = tirx.max(tirx.min(x, c(_EXP_MAX)), c(_EXP_MIN))
+    n = tirx.floor(x * c(_LOG2E) + c(0.5))
+    r = x - n * c(_LN2_HI) - n * c(_LN2_LO)
+    p = c(_EXP_POLY[0])
+    for coef in _EXP_POLY[1:]:
+        p = p * r + c(coef)
+    mantissa = p * r * r + r + c(1.0)
+    exponent = tirx.Cast(f"int32{suffix}", n) + _int_const(127, lanes)
+    two_to_n = tirx.reinterpret(f"{FLOAT32}{suffix}", tirx.shift_left(exponent, _int_const(23, lanes)))
+    return mantissa * two_to_n
+
+
+def _int_const(v: int, lanes: int) -> object:
+    from tvm import tirx
+    k = tirx.const(v, "int32")
+    return tirx.Broadcast(k, lanes) if lanes > 1 else k
+
+
+def _lanes(expr: object) -> int:
+    """The vector lanes of a float32 expression's type (1 for a scalar), or 0 if it is not float32."""
+    ty = str(expr.ty)
+    if ty == FLOAT32:
+        return 1
+    if ty.startswith(FLOAT32 + "x") and ty[len(FLOAT32) + 1:].isdigit():
+        return int(ty[len(FLOAT32) + 1:])
+    return 0
+
+
+def _rules() -> dict[str, object]:
+    """op name -> the lowering rule used while fast math is on (TVM's original rule otherwise)."""
+    import tvm
+    fast_erf = tvm.ir.Op.get("tirx.erf").get_attr("webgpu.FLowerIntrinsic")  # TVM's DispatchFastErf
+
+    def exp_rule(call: object) -> object:
+        return fast_exp_expr(call.args[0])
+
+    def erf_rule(call: object) -> object:
+        return fast_erf(call)
+    return {"exp": exp_rule, "erf": erf_rule}
+
+
+def _register() -> None:
+    """Register, once per process, LLVM lowering rules for exp and erf that use the fast version for float32
+    while fast math is on and TVM's own rule otherwise."""
+    global _registered
+    if _registered:
+        return
+    import tvm
+    from tvm.tirx.op import register_intrin_lowering
+    for name, fast in _rules().items():
+        op = tvm.ir.Op.get(f"tirx.{name}")
+        original = op.get_attr("llvm.FLowerIntrinsic") or op.get_attr("default.FLowerIntrinsic")
+
+        def rule(call: object, fast=fast, original=original) -> object:
+            if _enabled and _lanes(call) > 0:
+                return fast(call)
+            return original(call)
+        register_intrin_lowering(f"tirx.{name}", "llvm", f=rule, level=LEVEL)
+    _registered = True
+
+
+@contextlib.contextmanager
+def fast_math(on: bool = True) -> Iterator[None]:
+    """Within the block, `tvm.compile` for an LLVM target lowers float32 exp and erf (and what TVM lowers
+    through exp: tanh, sigmoid) to vectorizable polynomials (`on`), or to libm calls as stock TVM does."""
+    global _enabled
+    _register()
+    before, _enabled = _enabled, bool(on)
+    try:
+        yield
+    finally:
+        _enabled = before

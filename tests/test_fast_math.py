@@ -1,0 +1,78 @@
+"""schedrec's vectorized float32 exp and erf (recommender.fast_math), with real TVM builds: accurate to a few
+ulp, what every measured build uses by default, and much faster than libm's scalar calls."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recommender.fast_math import fast_math
+from recommender.measure import MeasureSettings, Measurer
+
+pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
+
+SHAPE = (64, 512)
+
+
+def _model(op: str):
+    """A Relax model of one op on a float32 SHAPE input, lowered as schedrec lowers models."""
+    from tvm import relax
+    from tvm.script import relax as R
+    ops = {"exp": relax.op.exp, "softmax": lambda v: relax.op.nn.softmax(v, axis=-1), "sigmoid": relax.op.sigmoid,
+           "tanh": relax.op.tanh, "gelu": relax.op.nn.gelu, "gelu_tanh": relax.op.nn.gelu_tanh, "silu": relax.op.nn.silu}
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor(SHAPE, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(ops[op](x)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _run(mod, target, x: np.ndarray, on: bool | None) -> np.ndarray:
+    import tvm
+    from tvm import relax
+    if on is None:  # stock TVM: no schedrec context at all
+        lib = tvm.compile(mod, target=target)
+    else:
+        with fast_math(on):
+            lib = tvm.compile(mod, target=target)
+    return relax.VirtualMachine(lib, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+@pytest.mark.parametrize("op,low,high", [("exp", -87.0, 88.0), ("softmax", -30.0, 30.0), ("sigmoid", -30.0, 30.0),
+                                         ("silu", -30.0, 30.0), ("tanh", -12.0, 12.0), ("gelu", -12.0, 12.0),
+                                         ("gelu_tanh", -12.0, 12.0)])
+def test_fast_math_is_within_a_few_ulp_of_libm_and_off_is_stock_tvm(op, low, high, target):
+    from recommender.model_import import lower_for_tuning
+    tt = target.tvm()
+    mod = lower_for_tuning(_model(op), tt, canonical=False)
+    x = np.random.default_rng(0).uniform(low, high, SHAPE).astype("float32")
+    x[0, :8] = [0.0, 1e-6, -1e-6, 1e-3, -1e-3, 0.5, -0.5, 2.0]  # near zero, where cancellation would show
+    exact, fast, stock = (_run(mod, tt, x, on) for on in (False, True, None))
+    np.testing.assert_array_equal(exact, stock)  # switched off, the code is stock TVM's
+    assert np.isfinite(fast).all()
+    assert not np.array_equal(fast, exact), "the fast rules did not apply"
+    scale = np.maximum(np.abs(exact), 1.0 if op in ("gelu", "gelu_tanh", "silu", "tanh") else 1e-30)
+    worst = float(np.max(np.abs(fast - exact) / scale))
+    # exp, softmax, sigmoid: relative error of a few ulp (float32 ulp 1.2e-7); GELU/SiLU/tanh: absolute error
+    # of the same order where the output is small (erf's and tanh's approximations near zero)
+    assert worst < 2e-6, (op, worst)
+
+
+def test_every_measured_build_uses_it_unless_exact_math_is_asked(target):
+    """The measurer builds with fast math by default (its setting travels to the build worker), and a GELU
+    then runs several times faster than with libm's erf, as the same measurer times it."""
+    import tvm
+
+    from recommender.model_import import lower_for_tuning
+    lowered = lower_for_tuning(_model("gelu"), target.tvm(), canonical=False)
+    kernel = next(f for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    mod = tvm.IRModule({"main": kernel.with_attr("global_symbol", "main")})
+    assert MeasureSettings().fast_math is True
+    median = {}
+    for on in (True, False):
+        with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20, fast_math=on)) as m:
+            r, = m.measure([mod], reference=mod)
+        assert r.ok, r.error
+        median[on] = r.median
+    assert median[True] * 3 < median[False], median  # 10-20x on this project's znver3 machine
