@@ -6,12 +6,13 @@ kernels) and times the kernel's default and every sample built with libm's scala
 stock TVM) and with schedrec's polynomials, through the same measurer settings, in 2 interleaved rounds;
 each side keeps its fastest sample. Per model it adds up weight x latency over those kernels.
 
-    python benchmarks/fast_math_probe.py [--models distilbert,gpt2,efficientnet_b0]
+    python benchmarks/fast_math_probe.py [--models distilbert,gpt2]
 writes benchmarks/results/fast_math.json and .md (keep the machine otherwise idle).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -53,7 +54,7 @@ def main() -> None:
     from recommender.measure import MeasureSettings, Measurer
     from recommender.target import cpu_name, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="distilbert,gpt2,efficientnet_b0")
+    ap.add_argument("--models", default="distilbert,gpt2")
     ap.add_argument("--target", default="native")
     args = ap.parse_args()
     target = parse_target(args.target)
@@ -83,7 +84,7 @@ def render(out: dict) -> str:
     lines = [f"# Vectorized exp/erf against libm's calls ({out['target_key']}, {out['cpu']}, {out['date']})", "",
              f"`{out['command']}`. Every kernel that calls exp, erf, tanh or sigmoid; the fastest of "
              f"{out['samples']} design-space samples built each way, {out['rounds']} interleaved rounds of the "
-             f"measurer's 5-repeat medians (target `{out['target']}`). *exact*: libm's scalar calls (stock TVM, "
+             f"measurer's 5-repeat medians (target `{json.dumps(out['target'], sort_keys=True)}`). *exact*: libm's scalar calls (stock TVM, "
              "`--exact-math`); *fast*: `recommender/fast_math.py`.", "",
              "| model | kernel | calls | exact ms | fast ms | speed-up | weight x saved ms |", "|---|---|---|---|---|---|---|"]
     for model, rows in out["models"].items():
