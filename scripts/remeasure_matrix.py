@@ -58,7 +58,8 @@ def measure_again(matrix_dir: Path, target_spec: str, n: int, seed: int) -> Path
     summary = json.loads((matrix_dir / "summary.json").read_text())
     if summary["target_key"] != target.key:
         raise SchedrecError(f"{matrix_dir} was measured on {summary['target_key']}; this target is {target.key}")
-    settings = MeasureSettings(**summary["measurer"])
+    # the matrix's own settings; one measured before fast math existed was measured with libm's exp/erf
+    settings = MeasureSettings(**{"fast_math": False, **summary["measurer"]})
     by_kernel: dict = defaultdict(list)
     for f in sorted(matrix_dir.glob("*.jsonl.gz")):
         for r in read_rows(f):

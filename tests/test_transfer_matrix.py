@@ -94,6 +94,11 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, donor_matrix, tmp_
     assert again[:len(kept)] == kept  # measured rows are kept as they were, not measured again
     assert {r["target_kernel"] for r in again[len(kept):]} == {kernels[-1]}
     assert not (out / "wide.jsonl.gz").exists()
+    # measured with vectorized exp/erf (the default); resuming it with libm's is refused, nothing touched
+    assert json.loads((out / "summary.json").read_text())["measurer"]["fast_math"] is True
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS,
+                "--exact-math") == 2
+    assert _dict_rows(path) == again
 
 
 def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, donor_matrix, tmp_path, capsys):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..bank import BankError, locked
 from ..candidates import BankIndex
-from ..fileio import atomic_write_json, display_path
+from ..fileio import atomic_write_json, display_path, read_json
 from ..kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
 from ..target import TargetSpec
@@ -46,6 +46,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
         log(w)
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
+        _check_math(out_dir, settings_json["fast_math"])
         with Measurer(target.config, settings) as measurer:
             for model in models or index.models:
                 rows = RowFile(matrix_file(out_dir, model), remeasure, log)
@@ -66,3 +67,16 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                **summarize(rows)}
     atomic_write_json(str(out_dir / "summary.json"), summary)
     return summary
+
+
+def _check_math(out_dir: Path, fast_math: bool) -> None:
+    """A matrix is resumed with the exp/erf it was measured with (one recorded before fast math existed:
+    libm's), so that its rows stay comparable."""
+    path = out_dir / "summary.json"
+    if not path.exists():
+        return
+    before = bool(read_json(path, error=BankError).get("measurer", {}).get("fast_math", False))
+    if before != fast_math:
+        raise BankError(f"{out_dir} was measured with {'fast' if before else 'exact'} math; "
+                        f"{'add' if not before else 'drop'} --exact-math or use another --out")
+
