@@ -39,11 +39,9 @@ def fast_exp_expr(x: object) -> object:
     vectorizes."""
     from tvm import tirx
     lanes = _lanes(x)
-    suffix = f"x{lanes}" if lanes > 1 else ""
 
     def c(v: float) -> object:
-        k = tirx.const(v, FLOAT32)
-        return tirx.Broadcast(k, lanes) if lanes > 1 else k
+        return _splat(v, FLOAT32, lanes)
     x = tirx.max(tirx.min(x, c(_EXP_MAX)), c(_EXP_MIN))
     n = tirx.floor(x * c(_LOG2E) + c(0.5))
     r = x - n * c(_LN2_HI) - n * c(_LN2_LO)
@@ -51,14 +49,19 @@ def fast_exp_expr(x: object) -> object:
     for coef in _EXP_POLY[1:]:
         p = p * r + c(coef)
     mantissa = p * r * r + r + c(1.0)
-    exponent = tirx.Cast(f"int32{suffix}", n) + _int_const(127, lanes)
-    two_to_n = tirx.reinterpret(f"{FLOAT32}{suffix}", tirx.shift_left(exponent, _int_const(23, lanes)))
+    exponent = tirx.Cast(_vector("int32", lanes), n) + _splat(127, "int32", lanes)
+    two_to_n = tirx.reinterpret(_vector(FLOAT32, lanes), tirx.shift_left(exponent, _splat(23, "int32", lanes)))
     return mantissa * two_to_n
 
 
-def _int_const(v: int, lanes: int) -> object:
+def _vector(dtype: str, lanes: int) -> str:
+    return f"{dtype}x{lanes}" if lanes > 1 else dtype
+
+
+def _splat(value: float, dtype: str, lanes: int) -> object:
+    """A constant of `dtype`, broadcast to `lanes` lanes where there is more than one."""
     from tvm import tirx
-    k = tirx.const(v, "int32")
+    k = tirx.const(value, dtype)
     return tirx.Broadcast(k, lanes) if lanes > 1 else k
 
 
@@ -75,14 +78,8 @@ def _lanes(expr: object) -> int:
 def _rules() -> dict[str, object]:
     """op name -> the lowering rule used while fast math is on (TVM's original rule otherwise)."""
     import tvm
-    fast_erf = tvm.ir.Op.get("tirx.erf").get_attr("webgpu.FLowerIntrinsic")  # TVM's DispatchFastErf
-
-    def exp_rule(call: object) -> object:
-        return fast_exp_expr(call.args[0])
-
-    def erf_rule(call: object) -> object:
-        return fast_erf(call)
-    return {"exp": exp_rule, "erf": erf_rule}
+    return {"exp": lambda call: fast_exp_expr(call.args[0]),
+            "erf": tvm.ir.Op.get("tirx.erf").get_attr("webgpu.FLowerIntrinsic")}  # TVM's DispatchFastErf
 
 
 def _register() -> None:

@@ -30,8 +30,7 @@ from pathlib import Path
 
 from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
 from recommender.baselines import interleaved, median, onnxruntime_timer, pytorch_timer
-from recommender.errors import SchedrecError
-from recommender.errors import run_script
+from recommender.errors import SchedrecError, run_script
 from recommender.fileio import atomic_write_json, display_path, read_json
 from recommender.measure import MeasureSettings, Measurer
 from recommender.model_import import import_model
