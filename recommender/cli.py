@@ -478,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     def math_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--exact-math", action="store_true",
                         help="build with libm's scalar exp/erf, as stock TVM does, instead of schedrec's vectorized "
-                             "float32 polynomials (within 1e-6 of libm; several times faster softmax, GELU, tanh, sigmoid)")
+                             "float32 polynomials (within 2e-6 of libm; several times faster softmax, GELU, tanh, sigmoid)")
 
     def shape_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
