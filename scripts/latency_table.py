@@ -174,6 +174,7 @@ def main() -> None:
                 row[COLUMNS[column]] = median([c for r in rounds for c in r]) * 1e3 if rounds else None
                 if rounds:
                     row.setdefault("round_medians_ms", {})[column] = [round(median(r) * 1e3, 3) for r in rounds]
+            row["timing"] = {"rounds": ROUNDS, "repeats": REPEAT, "min_repeat_s": MIN_REPEAT_S}
             if not args.no_schedrec:
                 t = report["totals"]
                 row["schedrec"] = {

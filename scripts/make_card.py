@@ -112,14 +112,16 @@ def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
 
 
 def _timing(lat: dict) -> str:
-    """How the row's columns were timed: side by side in rounds (round_medians_ms), or, for rows timed before
-    that, one column after the other."""
+    """How the row's columns were timed: side by side in rounds (round_medians_ms, with the rows' `timing`:
+    rounds, repeats per round, least seconds per repeat), or, for rows timed before that, one column after
+    the other."""
     rounds = [n for n, r in lat.items() if r.get("round_medians_ms")]
-    text = ("Own records, schedrec, PyTorch and ONNX Runtime are timed side by side: 3 rounds, each timing every "
-            "column (3 repeats of at least 200 ms), the order rotated between rounds; a column's figure is the "
-            "median of its 9 repeats, and *drift* the largest ratio between one column's slowest and fastest "
-            "round (how much the machine moved during the row). Untuned TVM (plain loops everywhere): the median "
-            "of 3 runs, before the rounds.")
+    settings = sorted({json.dumps(lat[n].get("timing"), sort_keys=True) for n in rounds})
+    how = "; ".join(_rounds_text(json.loads(s)) for s in settings)
+    text = (f"Own records, schedrec, PyTorch and ONNX Runtime are timed side by side: {how}, the order rotated "
+            "between rounds; *drift* is the largest ratio between one column's slowest and fastest round (how much "
+            "the machine moved during the row). Untuned TVM (plain loops everywhere): the median of 3 runs, before "
+            "the rounds.")
     fast = [n for n, r in lat.items() if r.get("fast_math")]
     if fast:
         searched = [n for n in fast if (lat[n].get("schedrec") or {}).get("search_fast_math")]
@@ -133,6 +135,14 @@ def _timing(lat: dict) -> str:
     if not rounds:
         return f"Timed {earlier}."
     return f"{text} Rows without a drift figure were timed {earlier}."
+
+
+def _rounds_text(timing: dict | None) -> str:
+    if not timing:
+        return "in rounds, each timing every column"
+    n, rep = timing["rounds"], timing["repeats"]
+    return (f"{n} rounds, each timing every column ({rep} repeats of at least {timing['min_repeat_s'] * 1000:.0f} ms); "
+            f"a column's figure is the median of its {n * rep} repeats")
 
 
 def _drift(r: dict) -> str:

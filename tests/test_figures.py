@@ -77,6 +77,7 @@ def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
     # four columns timed side by side in 3 rounds; each round's median kept, the figure within their range
     rounds = row["round_medians_ms"]
     assert set(rounds) == {"tuned", "schedrec", "pytorch", "onnxruntime"} and all(len(r) == 3 for r in rounds.values())
+    assert row["timing"] == {"rounds": 3, "repeats": 3, "min_repeat_s": 0.2}  # what the card's sentence says
     assert min(rounds["pytorch"]) <= row["pytorch_ms"] <= max(rounds["pytorch"])
     assert row["schedrec_ms"] < row["tvm_untuned_ms"]  # and the transferred ones
     out = row["schedrec"]
@@ -90,3 +91,4 @@ def test_latency_table_times_a_bank_model_and_the_card_says_how(tmp_path):
     assert f'with target `{json.dumps(json.loads(TARGET), sort_keys=True)}` and 2 threads' in card
     assert "| bert_tiny | bank |" in card
     assert "schedrec's output is faster than PyTorch eager on" in card
+    assert "3 rounds, each timing every column (3 repeats of at least 200 ms)" in card
