@@ -249,26 +249,45 @@ def sample_schedules(mod: object, target: object, n: int, seed: int = 0) -> list
     return out
 
 
-def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0) -> list[Replayed]:
-    """sample_schedules run in one of `measurer`'s build workers; a draw that kills TVM costs only its worker
-    (no samples then)."""
+def rule_schedules(mod: object, target: object) -> list[Replayed]:
+    """The schedules of `recommender.loop_rules` for `mod`, postprocessed and checked like a replayed
+    candidate (the ones a postprocessor rejects are left out)."""
+    from . import loop_rules
+    out = []
+    for sch in loop_rules.rule_schedules(mod):
+        try:
+            out.append(_postprocess(sch, mod, target, None))
+        except ReplayFailure:
+            continue
+    return out
+
+
+def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0,
+                    rules: bool = False) -> tuple[list[Replayed], list[Replayed]]:
+    """(rule_schedules if `rules`, sample_schedules), run in one of `measurer`'s build workers; a draw that
+    kills TVM costs only its worker (none of either then)."""
     import tvm
 
     from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
-    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "n": n, "seed": seed}
+    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "n": n, "seed": seed,
+              "rules": rules}
     try:
         out = measurer.call_isolated("recommender.replay:sample_serialized", kwargs, timeout_s)
     except (WorkerTimeout, WorkerCrash, WorkerError):
-        return []
-    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
+        return [], []
+    drawn = [(o.get("rule", False), Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]))
+             for o in out]
+    return [r for rule, r in drawn if rule], [r for rule, r in drawn if not rule]
 
 
-def sample_serialized(mod_json: str, target_config: dict, n: int, seed: int) -> list[dict]:
-    """The worker side of sample_isolated."""
+def sample_serialized(mod_json: str, target_config: dict, n: int, seed: int, rules: bool = False) -> list[dict]:
+    """The worker side of sample_isolated: rule schedules (marked) first, then the draws."""
     import tvm
     target = _target(json.dumps(target_config, sort_keys=True))
-    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)}
-            for r in sample_schedules(_load_mod(mod_json), target, n, seed)]
+    mod = _load_mod(mod_json)
+    built = [(True, r) for r in (rule_schedules(mod, target) if rules else [])]
+    built += [(False, r) for r in sample_schedules(mod, target, n, seed)]
+    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod), "rule": rule} for rule, r in built]
 
 
 _SAVED: dict[int, tuple[object, str]] = {}  # id(mod) -> (mod, its JSON); the mod is kept so its id stays its own

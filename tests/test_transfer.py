@@ -173,7 +173,7 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
     from recommender.model_import import import_model
     from recommender.selection import KernelCandidates, RandomK, ranked
     from recommender.transfer.choice import choice_from_rows
-    from recommender.transfer.kernel import DESIGN_SPACE, find_candidates, measure_kernel
+    from recommender.transfer.kernel import DESIGN_SPACE, LOOP_RULE, find_candidates, measure_kernel
 
     from .onnx_nets import encoder, export_onnx
     bank, _ = bank_and_onnx
@@ -184,8 +184,10 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
     with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
         assert not find_candidates(ln, index, m, tt, 3, (), None).valid
         found = find_candidates(ln, index, m, tt, 3, (), None, samples=3)
-        assert found.match == SAMPLED and 1 <= len(found.valid) <= 3
-        assert all(c.source.model == DESIGN_SPACE and c.source.kernel == ln.name for c in found.candidates)
+        assert found.match == SAMPLED and 1 <= len(found.valid) <= 3 + 2  # the draws and the loop rules
+        models = [c.source.model for c in found.candidates]
+        assert models[0] == LOOP_RULE and set(models) == {LOOP_RULE, DESIGN_SPACE}  # rules first
+        assert all(c.source.kernel == ln.name for c in found.candidates)
         rows = tuple(found.replayed_rows("enc"))
         assert ranked(RandomK(seed=3), KernelCandidates(("enc", ln.name), rows)) == list(range(len(rows)))
         choice = measure_kernel(found, m, tt)
@@ -214,7 +216,7 @@ def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(targe
     tt = target.tvm()
     kernel = kernel_from_mod("add1024", as_mod(add1024))
     with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
-        (drawn,) = sampled_candidates(kernel_from_mod("add1024", as_mod(add1024_wrong)), m, 1)
+        drawn = sampled_candidates(kernel_from_mod("add1024", as_mod(add1024_wrong)), m, 1)[0]
         donor = replace(drawn, source=replace(drawn.source, model="donor", match=CLASS))
         found = FoundCandidates(kernel, [donor], CLASS, 0.0)
         plain = measure_kernel(found, m, tt, selected=[0])
@@ -222,7 +224,7 @@ def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(targe
     assert [r.status for r in plain.rows[1:]] == ["wrong_result"] and plain.chosen is None
     assert sampled.rows[1].status == "wrong_result" and sampled.rows[1].match == CLASS
     samples = [r for r in sampled.rows if r.match == SAMPLED]
-    assert 1 <= len(samples) <= 2 and all(r.status == OK and r.latency_s > 0 for r in samples)
+    assert 1 <= len(samples) <= 2 + 1 and all(r.status == OK and r.latency_s > 0 for r in samples)  # draws, rule
     fastest = min(samples, key=lambda r: r.latency_s)
     if fastest.latency_s < sampled.default_s:
         assert sampled.chosen["match"] == SAMPLED and sampled.latency_s == fastest.latency_s
@@ -238,7 +240,7 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
     trials_per_kernel gives the search to kernels of 1% of the FLOPs or more only."""
     from recommender.candidates import BankIndex
     from recommender.kernels import Kernel, kernel_from_mod
-    from recommender.transfer.kernel import DESIGN_SPACE, find_candidates, measure_kernel
+    from recommender.transfer.kernel import DESIGN_SPACE, LOOP_RULE, find_candidates, measure_kernel
     from recommender.transfer.short_tune import SHORT_TUNE, trials_per_kernel
 
     from .kernels_tir import as_mod, matmul64
@@ -257,7 +259,8 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
     measured = [r for r in choice.rows if r.source_model == SHORT_TUNE and r.status != NOT_MEASURED]
     assert measured and all(r.status == OK and r.latency_s > 0 and r.match == SAMPLED for r in measured)
     assert choice.default_s > 0 and (choice.chosen is None or choice.chosen["source_model"] == SHORT_TUNE)
-    assert [c.source.model for c in drawn.candidates] == [DESIGN_SPACE]  # no search asked: a random draw
+    # no search asked: the loop rule (the i x j loops in parallel) and a random draw
+    assert [c.source.model for c in drawn.candidates] == [LOOP_RULE, DESIGN_SPACE]
     small = Kernel("tiny", 1, 1.0, "elementwise", [((4,), "float32")])
     assert trials_per_kernel([kernel, small], 32) == {"matmul64": 32, "tiny": 0}
 

@@ -20,7 +20,8 @@ from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_cho
 from .short_tune import short_tune
 
 
-DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates
+DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
+LOOP_RULE = "(loop rule)"  # the source model of SAMPLED candidates built by recommender.loop_rules
 
 
 @dataclass
@@ -73,10 +74,13 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
 
 
 def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
-    """Up to `n` design-space samples of the kernel as candidates (source: the kernel itself, rank = draw)."""
-    return [Candidate(SourceSchedule(DESIGN_SPACE, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
+    """The kernel's own schedules as candidates: those of `recommender.loop_rules` (source LOOP_RULE), then up
+    to `n` design-space samples (source DESIGN_SPACE); source kernel the kernel itself, rank the rule's or
+    draw's index."""
+    rules, drawn = sample_isolated(measurer, kernel.mod, n, rules=True)
+    return [Candidate(SourceSchedule(model, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
                                      match=SAMPLED), r, OK)
-            for i, r in enumerate(sample_isolated(measurer, kernel.mod, n))]
+            for model, replayed in ((LOOP_RULE, rules), (DESIGN_SPACE, drawn)) for i, r in enumerate(replayed)]
 
 
 def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,
@@ -86,12 +90,16 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
     that replayed) and choose. Candidates that replayed but were not selected are kept as not-measured rows.
     Each selected candidate that fails (a wrong result, a crash) is replaced once by the next of
     `replacements` (the selector's order past the budget), so that a kernel whose top-k all fail is not left
-    as plain loops; if none of them beats the default either, up to `samples` schedules drawn from the
-    kernel's own design space are measured too (beyond the budget, as replacements are). Without
-    `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
+    as plain loops; if none of them beats the default either, the kernel's own schedules (loop rules and up
+    to `samples` design-space draws) are measured too (beyond the budget, as replacements are). Loop-rule
+    candidates are measured beside the default whenever it is, selected or not: they are the kernel's own
+    baseline, one or two per kernel. Without `measure_default` the best valid selected candidate is chosen
+    as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
+    if measure_default:
+        picked = picked + [i for i in found.valid if found.candidates[i].source.model == LOOP_RULE and i not in picked]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
     default = results.pop(0) if measure_default else None

@@ -1,0 +1,132 @@
+"""Rule-built schedules for kernels that no donor schedules: parallel outer loops, vectorized inner loop.
+
+A kernel without a donor (an elementwise op, a softmax, a layer norm, a pooling) would otherwise run its
+default code, one thread of plain loops, or a random draw of MetaSchedule's design space. Those draws fuse
+every loop of an elementwise block into one and vectorize 64 iterations of it, so a broadcast operand
+(batch norm's per-channel scale) is indexed by a division per lane: slower than the plain loops. The rules
+here keep the kernel's own loop nest: producers are inlined where they can be, the reductions that remain
+are computed per iteration of the output's parallel loop (a row of a softmax) or run at the root,
+parallelized alike, and the innermost spatial loop is vectorized. Each rule gives one schedule, or none
+where a primitive refuses the kernel; they are candidates like design-space samples, checked and measured.
+"""
+from __future__ import annotations
+
+VECTOR_FACTORS = (64, 32, 16, 8)  # the inner vectorized chunk of a long innermost loop: the largest dividing it
+MAX_VECTOR = 64  # an innermost loop this long or shorter is vectorized whole
+DATA_PAR = 0  # tvm.tirx.IterVar.DataPar
+
+
+def rule_schedules(mod: object) -> list[object]:
+    """The rules' schedules of `mod` (tvm.s_tir.Schedule objects, before postprocessing): row-wise (the
+    reductions computed at the output's parallel loop) and block-wise (every block parallel at the root);
+    one only where both give the same loops, none where the kernel has no loops to parallelize."""
+    out = []
+    for at_rows in (True, False):
+        sch = _scheduled(mod, at_rows)
+        if sch is not None and not any(_same(sch, s) for s in out):
+            out.append(sch)
+    return out
+
+
+def _scheduled(mod: object, at_rows: bool) -> object | None:
+    from tvm.s_tir import Schedule
+    sch = Schedule(mod, debug_mask="all")
+    try:
+        blocks = _root_blocks(sch)
+        if not blocks:
+            return None
+        *producers, output = blocks
+        left = [b for b in producers if not _inlined(sch, b)]
+        outer = _parallelize(sch, output)
+        if at_rows and outer is not None:
+            for b in reversed(left):
+                sch.compute_at(b, outer, preserve_unit_loops=True)
+                _vectorize_spatial(sch, b)
+            left = []
+        for b in left:
+            _parallelize(sch, b)
+    except Exception:  # a primitive refused the kernel (an opaque block, a loop it cannot fuse)
+        return None
+    return sch if _has_parallel(sch) else None
+
+
+def _root_blocks(sch: object) -> list[object]:
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def _inlined(sch: object, block: object) -> bool:
+    """Inline a producer into its consumers, unless one of them is a reduction: a reduction loop stays
+    scalar, so an exp inlined into a softmax's sum would no longer be vectorized."""
+    if any(_is_reduction(sch, c) for c in sch.get_consumers(block)):
+        return False
+    try:
+        sch.compute_inline(block)
+        return True
+    except Exception:  # a reduction, or a block whose result is read at other indices
+        return False
+
+
+def _parallelize(sch: object, block: object) -> object | None:
+    """Fuse the block's leading spatial loops but the innermost one and make them parallel; vectorize the
+    innermost loop where it is spatial. Returns the parallel loop (None if the block has no spatial loop
+    to spare). The kernel is unscheduled, so its loops are its block's iterators, one each, in order."""
+    loops = list(sch.get_loops(block))
+    kinds = [int(iv.iter_type) for iv in sch.get(block).iter_vars]
+    if len(kinds) != len(loops):
+        raise ValueError("the block's loops are not its iterators")
+    n_spatial = next((i for i, kind in enumerate(kinds) if kind != DATA_PAR), len(kinds))
+    if n_spatial == len(loops) == 1:  # one loop: parallel chunks of vectors
+        factor = next((f for f in VECTOR_FACTORS if _extent(sch, loops[0]) % f == 0), None)
+        if factor is None:
+            sch.parallel(loops[0])
+            return loops[0]
+        loops = list(sch.split(loops[0], [None, factor]))
+        n_spatial = 2
+    inner_spatial = n_spatial == len(loops) and n_spatial >= 2
+    lead = loops[:n_spatial - 1] if inner_spatial else loops[:n_spatial]
+    if not lead:
+        return None
+    outer = sch.fuse(*lead) if len(lead) > 1 else lead[0]
+    if inner_spatial:
+        _vectorize(sch, loops[-1])
+    sch.parallel(outer)
+    return outer
+
+
+def _is_reduction(sch: object, block: object) -> bool:
+    return any(int(iv.iter_type) != DATA_PAR for iv in sch.get(block).iter_vars)
+
+
+def _vectorize_spatial(sch: object, block: object) -> None:
+    """Vectorize the innermost loop of a block computed at a row, if the block is spatial."""
+    if not _is_reduction(sch, block):
+        loops = sch.get_loops(block)
+        if loops:
+            _vectorize(sch, loops[-1])
+
+
+def _extent(sch: object, loop: object) -> int:
+    """The loop's extent (0 if symbolic)."""
+    extent = sch.get(loop).extent
+    return int(extent.value) if hasattr(extent, "value") else 0
+
+
+def _vectorize(sch: object, loop: object) -> None:
+    n = _extent(sch, loop)
+    if n == 0:
+        return
+    if n <= MAX_VECTOR:
+        sch.vectorize(loop)
+        return
+    factor = next((f for f in VECTOR_FACTORS if n % f == 0), None)
+    if factor is not None:
+        sch.vectorize(sch.split(loop, [None, factor])[1])
+
+
+def _has_parallel(sch: object) -> bool:
+    return any(inst.kind.name == "Parallel" for inst in sch.trace.insts)
+
+
+def _same(a: object, b: object) -> bool:
+    import tvm_ffi
+    return tvm_ffi.structural_equal(a.mod, b.mod)
