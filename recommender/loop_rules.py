@@ -6,7 +6,8 @@ every loop of an elementwise block into one and vectorize 64 iterations of it, s
 (batch norm's per-channel scale) is indexed by a division per lane: slower than the plain loops. The rules
 here keep the kernel's own loop nest: producers are inlined where they can be, the reductions that remain
 are computed per iteration of the output's parallel loop (a row of a softmax) or run at the root,
-parallelized alike, and the innermost spatial loop is vectorized. Each rule gives one schedule, or none
+parallelized alike (a row's sum split into one partial sum per vector lane, rfactor, so that it is vectorized
+too), and the innermost spatial loop is vectorized. Each rule gives one schedule, or none
 where a primitive refuses the kernel; they are candidates like design-space samples, checked and measured.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _scheduled(mod: object, at_rows: bool) -> object | None:
         left = [b for b in producers if not _inlined(sch, b)]
         outer = _parallelize(sch, output)
         if at_rows and outer is not None:
+            left = [part for b in left for part in _split_sum(sch, b)]
             for b in reversed(left):
                 sch.compute_at(b, outer, preserve_unit_loops=True)
                 _vectorize_spatial(sch, b)
@@ -93,16 +95,42 @@ def _parallelize(sch: object, block: object) -> object | None:
     return outer
 
 
+def _split_sum(sch: object, block: object) -> list[object]:
+    """A reduction over its innermost loop, split in two (rfactor): a block that keeps one partial result
+    per vector lane, its inner loop vectorizable, then the block that adds up the lanes; the block alone
+    where the split does not apply (another reducer, a loop no lane count divides)."""
+    if not _is_reduction(sch, block):
+        return [block]
+    loops = list(sch.get_loops(block))
+    factor = next((f for f in VECTOR_FACTORS[-2:] if _extent(sch, loops[-1]) % f == 0), None)
+    if factor is None or _extent(sch, loops[-1]) == factor:
+        return [block]
+    inner = sch.split(loops[-1], [None, factor])[1]
+    try:
+        partial = sch.rfactor(inner, factor_axis=0)
+    except Exception:  # not a reducer rfactor knows (an argmax), or the loop is not the reduction's alone
+        sch.fuse(*sch.get_loops(block)[-2:])  # back to the one loop, so the schedule stays as it was
+        return [block]
+    return [partial, block]
+
+
 def _is_reduction(sch: object, block: object) -> bool:
     return any(int(iv.iter_type) != DATA_PAR for iv in sch.get(block).iter_vars)
 
 
 def _vectorize_spatial(sch: object, block: object) -> None:
-    """Vectorize the innermost loop of a block computed at a row, if the block is spatial."""
+    """Vectorize the innermost loop of a block computed at a row, if the loop is spatial for the block
+    (a split sum's lanes are, under its reduction loop)."""
+    loops = sch.get_loops(block)
+    if not loops:
+        return
     if not _is_reduction(sch, block):
-        loops = sch.get_loops(block)
-        if loops:
-            _vectorize(sch, loops[-1])
+        _vectorize(sch, loops[-1])
+    elif 0 < _extent(sch, loops[-1]) <= MAX_VECTOR:
+        try:
+            sch.vectorize(loops[-1])
+        except Exception:  # the loop runs a reduction
+            pass
 
 
 def _extent(sch: object, loop: object) -> int:

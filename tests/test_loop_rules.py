@@ -52,8 +52,11 @@ def test_a_softmax_computes_its_reductions_per_row_of_the_parallel_loop(target):
     parallel_at = row_wise.index("T.parallel")
     for block in ("T_softmax_maxelem", "T_softmax_expsum"):  # inside the parallel loop, not at the root
         assert row_wise.index(f'T.sblock("{block}') > parallel_at, row_wise
-    # the exp feeds a sum: it stays a block of its own, vectorized, rather than inlined into the scalar sum
+    # the exp feeds a sum: it stays a block of its own, vectorized, rather than inlined into the sum
     assert 'T.sblock("T_softmax_exp")' in row_wise
+    # each row's sums split into a lane per vector element (rfactor), the lanes vectorized, then added up
+    for block in ("T_softmax_maxelem_rf", "T_softmax_expsum_rf"):
+        assert f'T.sblock("{block}' in row_wise, row_wise
     block_wise = rules[1].mod.script()
     assert block_wise.count("T.parallel") == 4  # every block parallel at the root
 
