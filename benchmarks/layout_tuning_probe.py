@@ -45,7 +45,7 @@ def conv_kernels(spec: str, target: object, layout: str) -> list:
 
 
 def main() -> None:
-    from packed_tuning_probe import tune_once
+    from packed_tuning_probe import search_kept
     from peak_gflops import torch_seconds
 
     from recommender.bank_tune import _quiet_metaschedule
@@ -76,12 +76,7 @@ def main() -> None:
             row = {"kernel": k.name, "nhwc_kernel": twin.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 4),
                    "shapes": [list(s) for s, _ in k.args[:2]], "nhwc_shapes": [list(s) for s, _ in twin.args[:2]]}
             for layout, kern in (("nchw", k), ("nhwc", twin)):
-                done = work / k.name / layout / "result.json"
-                if done.exists():
-                    row[layout] = json.loads(done.read_text())
-                else:
-                    row[layout] = tune_once(kern, tt, measurer, done.parent, args.trials)
-                    atomic_write_json(str(done), row[layout])
+                row[layout] = search_kept(kern, tt, measurer, work / k.name / layout, args.trials)
                 print(f"{k.name} {layout}: {row[layout]}", file=sys.stderr, flush=True)
             t = torch_seconds("conv2d", [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
             row["pytorch_gflops"] = round(k.flops / t / 1e9, 1)

@@ -43,6 +43,16 @@ def tune_once(kernel: object, target: object, measurer: object, work: Path, tria
             "gflops": round(kernel.flops / best / 1e9, 1) if best else None}
 
 
+def search_kept(kernel: object, target: object, measurer: object, work: Path, trials: int) -> dict:
+    """tune_once into `work`, its result kept in work/result.json: a rerun reads it instead of searching."""
+    done = work / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    result = tune_once(kernel, target, measurer, work, trials)
+    atomic_write_json(str(done), result)
+    return result
+
+
 def main() -> None:
     from peak_gflops import torch_seconds
 
@@ -79,12 +89,7 @@ def main() -> None:
             row = {"kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 4),
                    "shapes": [list(s) for s, _ in k.args[:2]]}
             for variant, kern in (("plain", k), ("packed", packed[k.name])):
-                done = work / k.name / variant / "result.json"
-                if done.exists():
-                    row[variant] = json.loads(done.read_text())
-                else:
-                    row[variant] = tune_once(kern, tt, measurer, done.parent, args.trials)
-                    atomic_write_json(str(done), row[variant])
+                row[variant] = search_kept(kern, tt, measurer, work / k.name / variant, args.trials)
                 print(f"{k.name} {variant}: {row[variant]}", file=sys.stderr, flush=True)
             t = torch_seconds("conv2d", [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
             row["pytorch_gflops"] = round(k.flops / t / 1e9, 1)
