@@ -253,13 +253,44 @@ def rule_schedules(mod: object, target: object) -> list[Replayed]:
     """The schedules of `recommender.loop_rules` for `mod`, postprocessed and checked like a replayed
     candidate (the ones a postprocessor rejects are left out)."""
     from . import loop_rules
+    return _postprocessed(loop_rules.rule_schedules(mod), mod, target)
+
+
+def conv_rule_schedules(mod: object, target: object) -> list[Replayed]:
+    """The register-tile schedules of `recommender.conv_rules` for `mod` ([] if it is not a conv they
+    apply to), postprocessed and checked like a replayed candidate."""
+    from . import conv_rules
+    return _postprocessed(conv_rules.rule_schedules(mod), mod, target)
+
+
+def _postprocessed(schedules: list[object], mod: object, target: object) -> list[Replayed]:
     out = []
-    for sch in loop_rules.rule_schedules(mod):
+    for sch in schedules:
         try:
             out.append(_postprocess(sch, mod, target, None))
-        except ReplayFailure:
+        except ReplayFailure:  # a postprocessor rejected it: left out
             continue
     return out
+
+
+def conv_rules_isolated(measurer: object, mod: object, timeout_s: float = 300.0) -> list[Replayed]:
+    """conv_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
+    import tvm
+
+    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
+    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config}
+    try:
+        out = measurer.call_isolated("recommender.replay:conv_rules_serialized", kwargs, timeout_s)
+    except (WorkerTimeout, WorkerCrash, WorkerError):
+        return []
+    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
+
+
+def conv_rules_serialized(mod_json: str, target_config: dict) -> list[dict]:
+    """The worker side of conv_rules_isolated."""
+    import tvm
+    built = conv_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)))
+    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)} for r in built]
 
 
 def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0,

@@ -184,6 +184,8 @@ def main() -> None:
                     "flop_coverage_transferred": t["flop_coverage_transferred"],
                     "kernels": t["kernels"], "kernels_via_samples": t["kernels_via_samples"],
                     "kernels_default": t["kernels_default"], "time_share_default": t["time_share_default"],
+                    "kernels_chosen_rule": t.get("kernels_chosen_rule", 0),
+                    "flop_share_chosen_rule": t.get("flop_share_chosen_rule", 0.0),
                     "search_fast_math": bool(report.get("fast_math", False)),
                     "run": display_path(root / "latency" / name)}
             row["seconds"] = round(time.time() - t0, 1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..replay import apply_replayed, sample_isolated
+from ..replay import apply_replayed, conv_rules_isolated, sample_isolated
 from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_chosen, tally
 from .short_tune import short_tune
@@ -22,6 +22,8 @@ from .short_tune import short_tune
 
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
 LOOP_RULE = "(loop rule)"  # the source model of SAMPLED candidates built by recommender.loop_rules
+CONV_RULE = "(conv rule)"  # the source model of SAMPLED candidates built by recommender.conv_rules
+RULES = (LOOP_RULE, CONV_RULE)  # rule-built candidates: measured beside the default whatever the selection
 
 
 @dataclass
@@ -46,12 +48,14 @@ class FoundCandidates:
 
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
-                    samples: int = 0, min_class_models: int = 2, tune_trials: int = 0) -> FoundCandidates:
+                    samples: int = 0, min_class_models: int = 2, tune_trials: int = 0,
+                    conv_rules: bool = True) -> FoundCandidates:
     """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker): its
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
     replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
-    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws."""
+    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws. A conv kernel
+    also gets the conv rule's register tiles (`conv_rule_candidates`) after its donors."""
     t0 = time.perf_counter()
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
@@ -70,7 +74,20 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:
             cands, match = cands + drawn, SAMPLED
+    if conv_rules and kernel.class_key.startswith("conv2d/"):
+        tiles = conv_rule_candidates(kernel, measurer)
+        if tiles:
+            cands = cands + tiles
+            match = kernel_match((c.source.match, c.status == OK) for c in cands)
     return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
+
+
+def conv_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
+    """The conv rule's schedules of the kernel as candidates (source CONV_RULE, match SAMPLED, rank the
+    tile's index); none where the rule does not apply (a strided or grouped conv, say)."""
+    return [Candidate(SourceSchedule(CONV_RULE, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
+                                     match=SAMPLED), r, OK)
+            for i, r in enumerate(conv_rules_isolated(measurer, kernel.mod))]
 
 
 def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
@@ -91,15 +108,15 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
     Each selected candidate that fails (a wrong result, a crash) is replaced once by the next of
     `replacements` (the selector's order past the budget), so that a kernel whose top-k all fail is not left
     as plain loops; if none of them beats the default either, the kernel's own schedules (loop rules and up
-    to `samples` design-space draws) are measured too (beyond the budget, as replacements are). Loop-rule
-    candidates are measured beside the default whenever it is, selected or not: they are the kernel's own
-    baseline, one or two per kernel. Without `measure_default` the best valid selected candidate is chosen
+    to `samples` design-space draws) are measured too (beyond the budget, as replacements are). Rule-built
+    candidates (loop and conv rules) are measured beside the default whenever it is, selected or not: they
+    are the kernel's own baseline, at most four per kernel. Without `measure_default` the best valid selected candidate is chosen
     as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
     if measure_default:
-        picked = picked + [i for i in found.valid if found.candidates[i].source.model == LOOP_RULE and i not in picked]
+        picked = picked + [i for i in found.valid if found.candidates[i].source.model in RULES and i not in picked]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
     default = results.pop(0) if measure_default else None
@@ -151,8 +168,10 @@ def choose(found: FoundCandidates, default: object | None, by_index: dict[int, o
 
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
-                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True) -> KernelChoice:
-    """Exhaustive replay of one kernel: replay, check and measure every candidate; choose the fastest,
-    default included."""
-    found = find_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback)
+                    exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
+                    conv_rules: bool = True) -> KernelChoice:
+    """Exhaustive replay of one kernel: replay, check and measure every candidate (the conv rule's too,
+    unless `conv_rules` is False); choose the fastest, default included."""
+    found = find_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback,
+                            conv_rules=conv_rules)
     return measure_kernel(found, measurer, target)

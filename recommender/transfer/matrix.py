@@ -56,7 +56,8 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                 t0 = time.time()
                 for _ in drive(todo, rows, model, name=lambda bk: bk.name,
                                step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight), index,
-                                                               measurer, tt, top_n, (model,), cap, anchor_fallback),
+                                                               measurer, tt, top_n, (model,), cap, anchor_fallback,
+                                                               conv_rules=False),  # donors only: the rankers' data
                                resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
                                tuned_best_s=lambda bk: bk.best_s, log=log):
                     pass

@@ -17,6 +17,7 @@ from ..rows import ANCHOR, CLASS, SAMPLED
 from ..target import TargetSpec
 from .choice import KernelChoice
 from .database import write_database
+from .kernel import RULES
 from .short_tune import SHORT_TUNE
 
 
@@ -131,8 +132,12 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "kernels_short_tuned": sum(1 for c in choices if c.valid and any(r.source_model == SHORT_TUNE
                                                                          for r in c.rows)),
         # donors replayed but none of those measured beat the default: design-space samples were measured too
-        "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED
-                                            and any(r.match == SAMPLED for r in c.rows)),
+        "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED and any(
+            r.match == SAMPLED and r.source_model not in RULES for r in c.rows)),
+        # kernels whose chosen schedule a rule built (recommender.loop_rules, recommender.conv_rules)
+        "kernels_chosen_rule": sum(1 for c in choices if c.chosen and c.chosen.get("source_model") in RULES),
+        "flop_share_chosen_rule": round(sum(c.kernel.total_flops for c in choices if c.chosen
+                                            and c.chosen.get("source_model") in RULES) / flops, 4) if flops else 0.0,
         "flop_coverage_transferred": transferred / flops if flops else 0.0,
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,

@@ -1,0 +1,115 @@
+"""How fast are the conv rule's register tiles against the schedule the latency table chose, and PyTorch?
+
+For the heaviest conv kernels of a model, every register tile that `recommender.conv_rules` allows is built,
+checked against the unscheduled kernel and measured, side by side with the schedule the model's latency row
+chose (its trace replayed from models/<target>/latency/<model>/candidates.jsonl.gz) and with PyTorch's conv
+on the same shapes; GFLOP/s against the CPU's FMA peak (benchmarks/results/peak_gflops.json).
+
+    python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles]
+writes benchmarks/results/conv_rules.json and .md; keep the machine otherwise idle.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+
+
+def all_tiles(channels: int, height: int, width: int) -> list[tuple[int, int, int]]:
+    """Every register tile of the rule's shapes and two more (2 x 4, 8 x 2), over every column tile that
+    divides the width (not only the few the rule keeps)."""
+    from recommender import conv_rules as cr
+    return [(tc, th, tw) for tw in cr.COLUMN_TILES if width % tw == 0
+            for tc, th in cr.TILE_SHAPES + ((2, 4), (8, 2)) if channels % tc == 0 and height % th == 0]
+
+
+def chosen_trace(target_key: str, model: str, kernel: str) -> tuple[list | None, str]:
+    """The trace of the schedule the latency row chose for `kernel` (None: its default), and its source."""
+    path = ROOT / "models" / target_key / "latency" / model / "candidates.jsonl.gz"
+    report = json.loads((path.parent / "report.json").read_text())
+    chosen = next(k["chosen"] for k in report["kernels"] if k["kernel"] == kernel)
+    if not chosen:
+        return None, "default"
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            row = json.loads(line)
+            if (row["target_kernel"] == kernel and row["source_model"] == chosen["source_model"]
+                    and row["source_kernel"] == chosen["source_kernel"] and row["source_rank"] == chosen["rank"]):
+                return row["trace"], f"{chosen['source_model']}/{chosen['source_kernel']}#{chosen['rank']}"
+    return None, "not found"
+
+
+def main() -> None:
+    from peak_gflops import torch_seconds
+
+    from recommender import conv_rules
+    from recommender.kernels import extract_kernels
+    from recommender.measure import Measurer
+    from recommender.model_import import import_model
+    from recommender.replay import _postprocess, apply_replayed
+    from recommender.target import cpu_name, parse_target
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="native")
+    ap.add_argument("--models", default="vgg16,resnet50")
+    ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
+    ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
+    args = ap.parse_args()
+    target = parse_target(args.target)
+    tt = target.tvm()
+    res = ROOT / "benchmarks" / "results"
+    peak = json.loads((res / "peak_gflops.json").read_text())
+    threads = int(target.config.get("num-cores", 1))
+    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+           "peak_gflops": peak["peak"]["gflops"] if peak["target_key"] == target.key else None,
+           "threads": threads, "all_tiles": args.all_tiles, "kernels": []}
+    with Measurer(target.config) as measurer:
+        for model in args.models.split(","):
+            kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt) if k.class_key.startswith("conv2d/")]
+            for k in kernels[:args.kernels]:
+                shape = conv_rules._conv_output(__import__("tvm").s_tir.Schedule(k.mod))
+                tiles = (all_tiles(*shape) if args.all_tiles else conv_rules.conv_tiles(*shape)) if shape else []
+                scheds = conv_rules.rule_schedules(k.mod, tiles)
+                mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
+                trace, source = chosen_trace(target.key, model, k.name)
+                chosen = [apply_replayed(trace, k.mod, tt).mod] if trace else []
+                results = measurer.measure(chosen + mods, reference=k.mod)
+                t_torch = torch_seconds("conv2d", [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
+                gf = lambda s: round(k.flops / s / 1e9, 1) if s else None  # noqa: E731
+                row = {"model": model, "kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 3),
+                       "shapes": [list(s) for s, _ in k.args[:2]], "chosen_source": source,
+                       "chosen_gflops": gf(results[0].median) if chosen and results[0].ok else None,
+                       "pytorch_gflops": gf(t_torch),
+                       "tiles": [{"tile": list(t), "ok": r.ok, "gflops": gf(r.median) if r.ok else None,
+                                  "error": "" if r.ok else r.error[:200]}
+                                 for t, r in zip(tiles, results[len(chosen):])]}
+                out["kernels"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                atomic_write_json(str(res / "conv_rules.json"), out)
+    lines = [f"# Conv rule tiles against the latency table's choice and PyTorch ({target.key}, {out['cpu']}, "
+             f"{threads} threads, {out['date']})", "",
+             f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
+             f"{' --all-tiles' if args.all_tiles else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{out['peak_gflops']} GFLOP/s.", "",
+             "| model | kernel | shapes | chosen (source) | best rule tile | rule GFLOP/s | PyTorch GFLOP/s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in out["kernels"]:
+        ok = [t for t in r["tiles"] if t["ok"]]
+        best = max(ok, key=lambda t: t["gflops"]) if ok else None
+        lines.append(f"| {r['model']} | {r['kernel'][:36]} | {' '.join('x'.join(map(str, s)) for s in r['shapes'])} | "
+                     f"{r['chosen_gflops']} ({r['chosen_source'][:40]}) | {best['tile'] if best else '-'} | "
+                     f"{best['gflops'] if best else '-'} | {r['pytorch_gflops']} |")
+    atomic_write_text(str(res / "conv_rules.md"), "\n".join(lines) + "\n")
+    print(f"wrote {res / 'conv_rules.json'} and .md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

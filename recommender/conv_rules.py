@@ -1,0 +1,138 @@
+"""Rule-built schedules for NCHW convolutions: a register tile of output channels x output columns.
+
+A conv donor replayed from the bank carries the tile sizes its own search found in a few hundred trials;
+on this CPU those reach 40-70% of the FMA peak, where PyTorch's convs reach about 80%. The rule here writes
+the micro-kernel such convs need directly: for every input channel and filter tap, `tc` weights are
+broadcast and multiplied into `tc x th` vectors of `tw` output columns (8 accumulators), so they stay in
+registers over the whole reduction, the input row is read as contiguous vectors and the weights keep their
+OIHW layout (no packing). Parallel over (batch, channel tile, row tile); the epilogue (bias, batch norm,
+ReLU, residual add) computed per tile while it is in cache; padding materialized once at the root.
+
+It applies to a stride-1 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
+whose output columns split into vectors; `rule_schedules` gives one schedule per register tile that fits,
+or none. Like every candidate, each is checked against the unscheduled kernel and measured.
+"""
+from __future__ import annotations
+
+COLUMN_TILES = (8, 7, 6, 5)  # output columns per vector: 8 fills an AVX2 register, 7 suits 28/14/7 wide maps
+NARROW_TILE = 4  # the column tile where none of COLUMN_TILES divides the width
+TILE_SHAPES = ((8, 1), (4, 2), (4, 1), (2, 1))  # (channels, rows) of the register tile, preferred first
+TILES_PER_WIDTH = 2
+WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divide the output width
+
+
+def conv_tiles(out_channels: int, height: int, width: int) -> list[tuple[int, int, int]]:
+    """Register tiles (channels, rows, columns) for an output of this shape: for each of the first WIDTHS
+    column tiles dividing the width (else NARROW_TILE), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output.
+    8 channels x 1 row and 4 x 2 keep 8 accumulators; which is faster depends on the shape (on resnet50's
+    14x14 and 28x28 maps 4 x 2 x 7 columns, on vgg16's 56x56 and 224x224 maps 8 x 1 x 8, see
+    benchmarks/results/conv_rules.md), so both are measured."""
+    widths = [w for w in COLUMN_TILES if width % w == 0][:WIDTHS] or [w for w in (NARROW_TILE,) if width % w == 0]
+    out = []
+    for tw in widths:
+        fits = [(tc, th, tw) for tc, th in TILE_SHAPES if out_channels % tc == 0 and height % th == 0]
+        out += fits[:TILES_PER_WIDTH]
+    return out
+
+
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None) -> list[object]:
+    """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
+    (`conv_tiles` of the output by default); [] where `mod` is not a stride-1 NCHW conv."""
+    from tvm.s_tir import Schedule
+    shape = _conv_output(Schedule(mod))
+    if shape is None:
+        return []
+    out = []
+    for tile in tiles if tiles is not None else conv_tiles(*shape):
+        sch = Schedule(mod, debug_mask="all")
+        try:
+            _tile(sch, tile)
+        except Exception:  # a primitive refused this kernel (an epilogue that does not inline, say)
+            continue
+        out.append(sch)
+    return out
+
+
+def _conv_output(sch: object) -> tuple[int, int, int] | None:
+    """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv."""
+    conv = _conv_block(sch)
+    if conv is None:
+        return None
+    loops = sch.get_loops(conv)
+    extents = [_extent(sch, lp) for lp in loops]
+    if len(extents) != 7 or 0 in extents:
+        return None
+    return extents[1], extents[2], extents[3]
+
+
+def _conv_block(sch: object) -> object | None:
+    """The kernel's one conv2d_nchw block at the root with stride 1 along the columns, else None."""
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    convs = [b for b in blocks if sch.get(b).name_hint.startswith("conv2d_nchw")]
+    if len(convs) != 1:
+        return None
+    block = sch.get(convs[0])
+    kinds = [int(iv.iter_type) for iv in block.iter_vars]
+    if kinds != [0, 0, 0, 0, 2, 2, 2] or len(sch.get_loops(convs[0])) != 7:
+        return None
+    if not _unit_column_stride(block):
+        return None
+    return convs[0]
+
+
+def _unit_column_stride(block: object) -> bool:
+    """Whether the conv reads its input at column xx + rx (stride 1), the form the vector loads need."""
+    xx, rx = block.iter_vars[3].var, block.iter_vars[6].var
+    if len(block.reads) != 2 or len(block.reads[0].region) != 4:
+        return False
+    data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw reads them
+    from tvm.sym.pattern import detect_linear_equation
+    coeffs = detect_linear_equation(data.region[3].min, [xx, rx])  # [per xx, per rx, constant]
+    return len(coeffs) == 3 and all(hasattr(c, "value") and int(c.value) == 1 for c in coeffs[:2])
+
+
+def _tile(sch: object, tile: tuple[int, int, int]) -> None:
+    tc, th, tw = tile
+    conv = _conv_block(sch)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(conv))))
+    producers, consumers = blocks[:at], blocks[at + 1:]
+    for b in consumers[:-1]:  # the epilogue into one block: bias, batch norm, ReLU, residual add
+        sch.compute_inline(b)
+    out = consumers[-1] if consumers else sch.cache_write(conv, 0, "global")
+    n, co, h, w, rc, ry, rx = sch.get_loops(conv)
+    co_o, co_i = sch.split(co, [None, tc])
+    h_o, h_i = sch.split(h, [None, th])
+    w_o, w_i = sch.split(w, [None, tw])
+    sch.reorder(n, co_o, h_o, w_o, rc, ry, rx, h_i, co_i, w_i)
+    outer = sch.fuse(n, co_o, h_o)
+    sch.parallel(outer)
+    sch.reverse_compute_at(out, w_o, preserve_unit_loops=True)
+    for loop in (ry, rx, h_i, co_i):
+        sch.unroll(loop)
+    sch.vectorize(w_i)
+    _vectorize_innermost(sch, out)
+    init = sch.decompose_reduction(conv, rc)  # zeroes the tile's accumulators in a loop nest of its own
+    _vectorize_innermost(sch, init)
+    for b in producers:  # padding: once, at the root, parallel rows and vector columns
+        _parallel_root(sch, b)
+
+
+def _vectorize_innermost(sch: object, block: object) -> None:
+    loops = sch.get_loops(block)
+    if loops and _extent(sch, loops[-1]) > 1 and sch.get(loops[-1]).kind != 2:  # 2: ForKind.VECTORIZED
+        sch.vectorize(loops[-1])
+
+
+def _parallel_root(sch: object, block: object) -> None:
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return
+    sch.parallel(sch.fuse(*loops[:-1]))
+    if _extent(sch, loops[-1]) <= 256:
+        sch.vectorize(loops[-1])
+
+
+def _extent(sch: object, loop: object) -> int:
+    extent = sch.get(loop).extent
+    return int(extent.value) if hasattr(extent, "value") else 0
