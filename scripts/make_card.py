@@ -164,9 +164,16 @@ def latency_summary(lat: dict) -> str:
     beats = sum(r["schedrec_ms"] < r["pytorch_ms"] for r in both)
     near = sum(r["schedrec_ms"] <= 1.5 * r["onnxruntime_ms"] for r in ort)
     own = sum(r["schedrec_ms"] < r["tvm_tuned_ms"] for r in both if r.get("tvm_tuned_ms"))
-    return (f"schedrec's output is faster than PyTorch eager on {beats} of {len(both)} models, within 1.5x of ONNX "
+    text = (f"schedrec's output is faster than PyTorch eager on {beats} of {len(both)} models, within 1.5x of ONNX "
             f"Runtime on {near} of {len(ort)}, and faster than the model's own tuning records on {own} of "
             f"{len(both)}.")
+    ruled = {n: r["schedrec"]["flop_share_chosen_rule"] for n, r in lat.items()
+             if "flop_share_chosen_rule" in (r.get("schedrec") or {})}
+    if ruled:
+        shares = ", ".join(f"{n} {100 * v:.0f}%" for n, v in sorted(ruled.items(), key=lambda kv: -kv[1]))
+        text += (f" Share of the FLOPs whose chosen schedule a rule built (the conv rule, the loop rules), on the "
+                 f"{len(ruled)} rows searched since the runs recorded it: {shares}.")
+    return text
 
 
 def _measured_with(lat: dict, target: object) -> str:

@@ -31,6 +31,10 @@ def main() -> int:
         print(f"record_suite.py: error: no pytest summary line in {sys.argv[2]}", file=sys.stderr)
         return 2
     failed, passed, skipped, seconds = found[-1].groups()
+    if int(failed or 0):
+        print(f"record_suite.py: error: {failed} tests failed in {sys.argv[2]}: fix them and record a clean run "
+              "(a record with failures fails the README's check)", file=sys.stderr)
+        return 1
     if float(seconds) > LIMIT_S[tier]:
         print(f"record_suite.py: error: the {tier} tier took {float(seconds) / 60:.1f} min, over the "
               f"{LIMIT_S[tier] // 60} min the README promises: make it faster before recording it", file=sys.stderr)

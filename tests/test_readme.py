@@ -21,3 +21,17 @@ def test_the_recorded_suite_runs_passed_and_every_deliberate_break_was_caught():
     assert "full" in timing and all(run["failed"] == 0 for run in timing.values()), timing
     breaks = json.loads((ROOT / "tests" / "break_once.json").read_text())["breaks"]
     assert breaks and all(b["caught"] for b in breaks), [b["name"] for b in breaks if not b["caught"]]
+
+
+def test_record_suite_refuses_a_run_with_failures_or_over_the_limit(tmp_path, monkeypatch):
+    """A run with failures, or slower than the README promises, is not recorded: the record is left as it was."""
+    record = load_script("record_suite")
+    path = ROOT / "tests" / "suite_timing.json"
+    before = path.read_bytes()
+    for tier, summary in (("full", "1 failed, 218 passed, 2 deselected in 1071.61s (0:17:51)"),
+                          ("fast", "91 passed in 400.0s (0:06:40)")):
+        log = tmp_path / f"{tier}.log"
+        log.write_text(f"....F....\n{summary}\n")
+        monkeypatch.setattr("sys.argv", ["record_suite.py", tier, str(log)])
+        assert record.main() == 1
+    assert path.read_bytes() == before
