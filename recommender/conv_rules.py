@@ -17,6 +17,7 @@ from __future__ import annotations
 COLUMN_TILES = (8, 7, 6, 5)  # output columns per vector: 8 fills an AVX2 register, 7 suits 28/14/7 wide maps
 NARROW_TILE = 4  # the column tile where none of COLUMN_TILES divides the width
 TILE_SHAPES = ((8, 1), (4, 2), (4, 1), (2, 1))  # (channels, rows) of the register tile, preferred first
+MIN_FLOPS = 2e6  # smaller convs get no rule candidates: under 0.1 ms with any schedule, not worth four builds
 TILES_PER_WIDTH = 2
 WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divide the output width
 

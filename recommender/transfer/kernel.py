@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
+from ..conv_rules import MIN_FLOPS as CONV_RULE_MIN_FLOPS
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..replay import apply_replayed, conv_rules_isolated, sample_isolated
@@ -54,8 +55,8 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
     replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
-    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws. A conv kernel
-    also gets the conv rule's register tiles (`conv_rule_candidates`) after its donors."""
+    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws. A conv kernel of
+    2 MFLOP or more also gets the conv rule's register tiles (`conv_rule_candidates`) after its donors."""
     t0 = time.perf_counter()
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
@@ -74,7 +75,7 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:
             cands, match = cands + drawn, SAMPLED
-    if conv_rules and kernel.class_key.startswith("conv2d/"):
+    if conv_rules and kernel.class_key.startswith("conv2d/") and kernel.flops >= CONV_RULE_MIN_FLOPS:
         tiles = conv_rule_candidates(kernel, measurer)
         if tiles:
             cands = cands + tiles
