@@ -276,14 +276,18 @@ def _postprocessed(schedules: list[object], mod: object, target: object) -> list
 def conv_rules_isolated(measurer: object, mod: object, timeout_s: float = 300.0) -> list[Replayed]:
     """conv_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
     import tvm
-
-    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
     kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config}
+    out = _in_worker(measurer, "recommender.replay:conv_rules_serialized", kwargs, timeout_s)
+    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
+
+
+def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) -> list[dict]:
+    """measurer.call_isolated(function, kwargs): what it returns, [] where the worker dies, hangs or raises."""
+    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
     try:
-        out = measurer.call_isolated("recommender.replay:conv_rules_serialized", kwargs, timeout_s)
+        return measurer.call_isolated(function, kwargs, timeout_s)
     except (WorkerTimeout, WorkerCrash, WorkerError):
         return []
-    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
 
 
 def conv_rules_serialized(mod_json: str, target_config: dict) -> list[dict]:
@@ -298,14 +302,9 @@ def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeou
     """(rule_schedules if `rules`, sample_schedules), run in one of `measurer`'s build workers; a draw that
     kills TVM costs only its worker (none of either then)."""
     import tvm
-
-    from .measure.pool import WorkerCrash, WorkerError, WorkerTimeout
     kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "n": n, "seed": seed,
               "rules": rules}
-    try:
-        out = measurer.call_isolated("recommender.replay:sample_serialized", kwargs, timeout_s)
-    except (WorkerTimeout, WorkerCrash, WorkerError):
-        return [], []
+    out = _in_worker(measurer, "recommender.replay:sample_serialized", kwargs, timeout_s)
     drawn = [(o.get("rule", False), Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]))
              for o in out]
     return [r for rule, r in drawn if rule], [r for rule, r in drawn if not rule]
