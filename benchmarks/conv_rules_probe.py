@@ -50,7 +50,7 @@ def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | N
 
 
 def main() -> None:
-    from peak_gflops import torch_seconds
+    from peak_gflops import measured_peak, torch_seconds
 
     from recommender import conv_rules
     from recommender.kernels import extract_kernels
@@ -67,16 +67,15 @@ def main() -> None:
     target = parse_target(args.target)
     tt = target.tvm()
     res = ROOT / "benchmarks" / "results"
-    peak = json.loads((res / "peak_gflops.json").read_text())
     threads = int(target.config.get("num-cores", 1))
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
-           "peak_gflops": peak["peak"]["gflops"] if peak["target_key"] == target.key else None,
+           "peak_gflops": measured_peak(target.key),
            "threads": threads, "all_tiles": args.all_tiles, "kernels": []}
     with Measurer(target.config) as measurer:
         for model in args.models.split(","):
             kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt) if k.class_key.startswith("conv2d/")]
             for k in kernels[:args.kernels]:
-                shape = conv_rules._conv_output(__import__("tvm").s_tir.Schedule(k.mod))
+                shape = conv_rules.conv_output(k.mod)
                 tiles = (all_tiles(*shape) if args.all_tiles else conv_rules.conv_tiles(*shape)) if shape else []
                 scheds = conv_rules.rule_schedules(k.mod, tiles)
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]

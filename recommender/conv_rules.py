@@ -14,6 +14,8 @@ or none. Like every candidate, each is checked against the unscheduled kernel an
 """
 from __future__ import annotations
 
+from .loop_rules import _extent
+
 COLUMN_TILES = (8, 7, 6, 5)  # output columns per vector: 8 fills an AVX2 register, 7 suits 28/14/7 wide maps
 NARROW_TILE = 4  # the column tile where none of COLUMN_TILES divides the width
 TILE_SHAPES = ((8, 1), (4, 2), (4, 1), (2, 1))  # (channels, rows) of the register tile, preferred first
@@ -40,7 +42,7 @@ def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None)
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`conv_tiles` of the output by default); [] where `mod` is not a stride-1 NCHW conv."""
     from tvm.s_tir import Schedule
-    shape = _conv_output(Schedule(mod))
+    shape = conv_output(mod)
     if shape is None:
         return []
     out = []
@@ -54,8 +56,10 @@ def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None)
     return out
 
 
-def _conv_output(sch: object) -> tuple[int, int, int] | None:
+def conv_output(mod: object) -> tuple[int, int, int] | None:
     """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv."""
+    from tvm.s_tir import Schedule
+    sch = Schedule(mod)
     conv = _conv_block(sch)
     if conv is None:
         return None
@@ -132,8 +136,3 @@ def _parallel_root(sch: object, block: object) -> None:
     sch.parallel(sch.fuse(*loops[:-1]))
     if _extent(sch, loops[-1]) <= 256:
         sch.vectorize(loops[-1])
-
-
-def _extent(sch: object, loop: object) -> int:
-    extent = sch.get(loop).extent
-    return int(extent.value) if hasattr(extent, "value") else 0
