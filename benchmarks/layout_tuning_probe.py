@@ -15,7 +15,6 @@ out/layout_tuning/); keep the machine otherwise idle.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ def conv_kernels(spec: str, target: object, layout: str) -> list:
 
 def main() -> None:
     from packed_tuning_probe import search_kept
-    from peak_gflops import torch_seconds
+    from peak_gflops import measured_peak, torch_seconds
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.measure import Measurer
@@ -65,11 +64,10 @@ def main() -> None:
     model = args.model.split(":")[-1]
     work = ROOT / "out" / "layout_tuning" / target.key / model
     res = ROOT / "benchmarks" / "results"
-    peak = json.loads((res / "peak_gflops.json").read_text())
     threads = int(target.config.get("num-cores", 1))
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
            "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
-           "peak_gflops": peak["peak"]["gflops"] if peak["target_key"] == target.key else None, "kernels": []}
+           "peak_gflops": measured_peak(target.key), "kernels": []}
     with Measurer(target.config) as measurer:
         for k in nchw:
             twin = min((t for t in nhwc if t.weight == k.weight), key=lambda t: abs(t.flops - k.flops))

@@ -54,7 +54,7 @@ def search_kept(kernel: object, target: object, measurer: object, work: Path, tr
 
 
 def main() -> None:
-    from peak_gflops import torch_seconds
+    from peak_gflops import measured_peak, torch_seconds
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.kernels import extract_kernels
@@ -79,10 +79,9 @@ def main() -> None:
     model = args.model.split(":")[-1]
     work = ROOT / "out" / "packed_tuning" / target.key / model
     res = ROOT / "benchmarks" / "results"
-    peak = json.loads((res / "peak_gflops.json").read_text())
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
            "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
-           "peak_gflops": peak["peak"]["gflops"] if peak["target_key"] == target.key else None, "kernels": []}
+           "peak_gflops": measured_peak(target.key), "kernels": []}
     threads = int(target.config.get("num-cores", 1))
     with Measurer(target.config) as measurer:
         for k in heavy:

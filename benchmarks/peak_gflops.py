@@ -96,6 +96,13 @@ def fma_peak(cores: int, avx512: bool) -> dict:
             "one_thread_gflops": max(one), "one_thread_runs": one, "lanes": n_lanes, "threads": cores}
 
 
+def measured_peak(target_key: str) -> float | None:
+    """The FMA peak (GFLOP/s, all cores) that benchmarks/results/peak_gflops.json holds for `target_key`;
+    None if it was measured on another target."""
+    peak = json.loads((ROOT / "benchmarks" / "results" / "peak_gflops.json").read_text())
+    return peak["peak"]["gflops"] if peak["target_key"] == target_key else None
+
+
 def heaviest(report: dict, kind: str) -> dict | None:
     ks = [k for k in report["kernels"] if k["class_key"].startswith(kind + "/") and k.get("latency_s")]
     return max(ks, key=lambda k: k["flops"] * k["weight"], default=None)
