@@ -5,6 +5,7 @@ once more with the stock runner's way of filling arguments (tvm.contrib.random.r
 worker, so that order effects, argument values and the runner itself can be told apart.
 
 Usage: python benchmarks/agreement_probe.py [--models zoo:bert_tiny] [--per-kernel 2]
+       [--out benchmarks/results/<target-key>/agreement_probe.json]
 Keep the machine otherwise idle while it runs.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 from measurer_vs_stock import native_setup, sample_candidates, stock_measure  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 from recommender.measure import MeasureSettings, Measurer  # noqa: E402
 
@@ -28,9 +30,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="zoo:bert_tiny")
     ap.add_argument("--per-kernel", type=int, default=2)
-    ap.add_argument("--out", default="benchmarks/results/agreement_probe.json")
+    ap.add_argument("--out", help="default benchmarks/results/<target-key>/agreement_probe.json")
     args = ap.parse_args()
     spec, target = native_setup()
+    out = args.out or str(results_dir(spec.key) / "agreement_probe.json")
     mods, labels = sample_candidates(args.models.split(","), target, args.per_kernel,
                                      keep_kind=lambda kind: kind in ("reduction", "batch_matmul", "matmul"))
     settings = MeasureSettings(repeat=5, min_repeat_ms=4)
@@ -58,8 +61,8 @@ def main() -> None:
                   ("schedrec_random_fill", "stock_2"))},
               "pairs": [dict(label=lbl, **{k: v[i] for k, v in passes.items()}) for i, lbl in enumerate(labels)],
               "command": f"python benchmarks/agreement_probe.py --models {args.models} --per-kernel {args.per_kernel}"}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report["comparisons"], indent=1))
 

@@ -2,6 +2,7 @@
 three seeds each, on a target's shipped matrix (about 5 minutes here).
 
     python benchmarks/bank_records_ablation.py [--target-key llvm-znver3-2c]
+writes benchmarks/results/<target-key>/bank_records_ablation.json (or --out).
 """
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender.bank import repo_models_dir  # noqa: E402
 from recommender.errors import run_script  # noqa: E402
 from recommender.fileio import atomic_write_json  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target-key", default="llvm-znver3-2c")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bank_records_ablation.json"))
+    ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/bank_records_ablation.json")
     a = ap.parse_args()
     from training.evaluate import leave_one_model_out
     from training.train import TargetData
@@ -40,7 +43,7 @@ def main() -> None:
         out[label] = {k: round(float(v), 4) for k, v in zip(("top1", "top3", "top5", "q1", "q5"), m.mean(axis=0))}
         out[label]["top1_std"] = round(float(m[:, 0].std()), 4)
         print(f"{label}: " + ", ".join(f"{k} {v}" for k, v in out[label].items()), flush=True)
-    atomic_write_json(str(a.out), out)
+    atomic_write_json(str(a.out or results_dir(a.target_key) / "bank_records_ablation.json"), out)
 
 
 if __name__ == "__main__":

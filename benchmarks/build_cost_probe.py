@@ -3,7 +3,7 @@ it): TVM lowering (`tvm.compile`), LLVM object emission (`export_library`, in-pr
 (child process); then the same candidates compiled as one module, to see whether batching builds helps.
 
 Usage: python benchmarks/build_cost_probe.py [--model zoo:resnet18] [--n 8]
-       [--out benchmarks/results/build_cost_probe.json]
+       [--out benchmarks/results/<target-key>/build_cost_probe.json]
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import resource
 import tempfile
 
 from measurer_vs_stock import candidates, native_setup
+from results_dir import results_dir
 
 from recommender.kernels import extract_kernels
 from recommender.model_import import import_model
@@ -29,9 +30,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="zoo:resnet18")
     ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--out", default="benchmarks/results/build_cost_probe.json")
+    ap.add_argument("--out", help="default benchmarks/results/<target-key>/build_cost_probe.json")
     args = ap.parse_args()
-    _, target = native_setup()
+    spec, target = native_setup()
     kernel = max(extract_kernels(import_model(args.model, target), target), key=lambda k: k.flops)
     mods = candidates(kernel, target, args.n)
     scratch = tempfile.mkdtemp()
@@ -57,7 +58,7 @@ def main() -> None:
               "batched_cpu_s_per_candidate": {"lower": round((s1 - s0) / n, 3), "emit": round((s2 - s1) / n, 3),
                                               "link": round((c2 - c0) / n, 3)}}
     print(json.dumps(result, indent=1))
-    with open(args.out, "w", encoding="utf-8") as f:
+    with open(args.out or results_dir(spec.key) / "build_cost_probe.json", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
 
 

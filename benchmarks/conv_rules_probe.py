@@ -4,10 +4,10 @@ For the heaviest conv kernels of a model, the register tiles of `recommender.con
 more shapes than the rule keeps) are built, checked against the unscheduled kernel and measured, side by
 side with the fastest donor schedule the model's latency run measured (its trace replayed from
 models/<target>/latency/<model>/candidates.jsonl.gz) and with PyTorch's conv on the same shapes; GFLOP/s
-against the CPU's FMA peak (benchmarks/results/peak_gflops.json).
+against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json).
 
     python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles]
-writes benchmarks/results/conv_rules.json and .md; keep the machine otherwise idle.
+writes benchmarks/results/<target-key>/conv_rules.json and .md; keep the machine otherwise idle.
 """
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | N
 
 def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
+    from results_dir import results_dir
 
     from recommender import conv_rules
     from recommender.kernels import extract_kernels
@@ -66,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
     target = parse_target(args.target)
     tt = target.tvm()
-    res = ROOT / "benchmarks" / "results"
+    res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
            "peak_gflops": measured_peak(target.key),

@@ -7,7 +7,7 @@ stock TVM) and with schedrec's polynomials, through the same measurer settings, 
 each side keeps its fastest sample. Per model it adds up weight x latency over those kernels.
 
     python benchmarks/fast_math_probe.py [--models distilbert,gpt2]
-writes benchmarks/results/fast_math.json and .md (keep the machine otherwise idle).
+writes benchmarks/results/<target-key>/fast_math.json and .md (keep the machine otherwise idle).
 """
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 TRANSCENDENTAL = ("T.exp(", "T.erf(", "T.tanh(", "T.sigmoid(")
 SAMPLES, ROUNDS = 8, 2
@@ -59,6 +61,7 @@ def main() -> None:
     args = ap.parse_args()
     target = parse_target(args.target)
     settings = MeasureSettings(repeat=5, min_repeat_ms=20)
+    res = results_dir(target.key)
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
            "command": f"python benchmarks/fast_math_probe.py --models {args.models}", "samples": SAMPLES,
            "rounds": ROUNDS, "models": {}}
@@ -66,8 +69,8 @@ def main() -> None:
             Measurer(target.config, replace(settings, fast_math=True)) as fast:
         for name in [m for m in args.models.split(",") if m]:
             out["models"][name] = model_rows(name, target, {"exact": exact, "fast": fast})
-            atomic_write_json(str(ROOT / "benchmarks" / "results" / "fast_math.json"), out)
-    atomic_write_text(str(ROOT / "benchmarks" / "results" / "fast_math.md"), render(out))
+            atomic_write_json(str(res / "fast_math.json"), out)
+    atomic_write_text(str(res / "fast_math.md"), render(out))
 
 
 def model_rows(name: str, target, measurers: dict) -> list[dict]:

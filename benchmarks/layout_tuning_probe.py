@@ -9,7 +9,7 @@ the heaviest NCHW conv kernels with its NHWC twin (same weight, same FLOPs), tun
 search and trial count, and reports each search's best GFLOP/s next to PyTorch's conv on the same shapes.
 
     python benchmarks/layout_tuning_probe.py [--model zoo:resnet50] [--kernels 2] [--trials 64]
-writes benchmarks/results/layout_tuning.json and .md; resumable (finished searches are kept in
+writes benchmarks/results/<target-key>/layout_tuning.json and .md; resumable (finished searches are kept in
 out/layout_tuning/); keep the machine otherwise idle.
 """
 from __future__ import annotations
@@ -46,6 +46,7 @@ def conv_kernels(spec: str, target: object, layout: str) -> list:
 def main() -> None:
     from packed_tuning_probe import search_kept
     from peak_gflops import measured_peak, torch_seconds
+    from results_dir import results_dir
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.measure import Measurer
@@ -63,7 +64,7 @@ def main() -> None:
     nhwc = conv_kernels(args.model, tt, "NHWC")
     model = args.model.split(":")[-1]
     work = ROOT / "out" / "layout_tuning" / target.key / model
-    res = ROOT / "benchmarks" / "results"
+    res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
            "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
@@ -85,7 +86,8 @@ def main() -> None:
              f"{args.trials}`: each conv kernel as the bank holds it (NCHW, OIHW weights) and its twin after "
              "Relax's ConvertLayout to NHWC (OHWI weights), each tuned by the bank's search "
              f"({args.trials} trials, XGBoost cost model); GFLOP/s of each search's best record; PyTorch's conv on "
-             f"the same shapes timed after; FMA peak {out['peak_gflops']} GFLOP/s (benchmarks/results/peak_gflops.md).",
+             f"the same shapes timed after; FMA peak {out['peak_gflops']} GFLOP/s "
+             f"(benchmarks/results/{target.key}/peak_gflops.md).",
              "", "| kernel | weight | NCHW shapes | NCHW GFLOP/s | NHWC GFLOP/s | NHWC / NCHW | PyTorch GFLOP/s |",
              "|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:

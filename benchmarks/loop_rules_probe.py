@@ -6,7 +6,7 @@ of the kernel's MetaSchedule design space and the loop rules' schedules (recomme
 measured in one batch by schedrec's measurer (the target's threads, outputs checked against the default).
 
     python benchmarks/loop_rules_probe.py [--models densenet121,bert_base] [--kernels 4]
-writes benchmarks/results/loop_rules.json and .md (keep the machine otherwise idle).
+writes benchmarks/results/<target-key>/loop_rules.json and .md (keep the machine otherwise idle).
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 DRAWS = 4
 
@@ -66,7 +68,7 @@ def main() -> None:
                 row = dict(probe_kernel(kernels[entry["kernel"]], measurer, tt), model=name)
                 out["kernels"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    res = ROOT / "benchmarks" / "results"
+    res = results_dir(target.key)
     atomic_write_json(str(res / "loop_rules.json"), out)
     threads = target.config.get("num-cores")
     lines = [f"# Loop rules on kernels without donors ({target.key}, {out['cpu']}, {threads} threads, {out['date']})",

@@ -2,7 +2,8 @@
 same timing settings, in one run. Prints candidates per second for each, the ratio, and how well the
 medians agree (median |log ratio| over candidates that both measured).
 
-Usage: python benchmarks/measurer_vs_stock.py [--per-kernel 4] [--out benchmarks/results/measurer_vs_stock.json]
+Usage: python benchmarks/measurer_vs_stock.py [--per-kernel 4]
+       [--out benchmarks/results/<target-key>/measurer_vs_stock.json]
 Keep the machine otherwise idle while it runs.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from recommender.measure import MeasureSettings, Measurer
 from recommender.model_import import import_model
 from recommender.target import native_target
 from recommender.tvm_setup import load_tensor_intrinsics
+from results_dir import results_dir
 
 
 def candidates(kernel, target, n: int) -> list:
@@ -88,9 +90,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-kernel", type=int, default=4)
     ap.add_argument("--models", default="zoo:resnet18,zoo:bert_tiny")
-    ap.add_argument("--out", default="benchmarks/results/measurer_vs_stock.json")
+    ap.add_argument("--out", help="default benchmarks/results/<target-key>/measurer_vs_stock.json")
     args = ap.parse_args()
     spec, target = native_setup()
+    out = args.out or str(results_dir(spec.key) / "measurer_vs_stock.json")
     mods, labels = sample_candidates(args.models.split(","), target, args.per_kernel,
                                      keep_kind=lambda kind: kind != "elementwise")
     settings = MeasureSettings(repeat=5, min_repeat_ms=4)
@@ -122,8 +125,8 @@ def main() -> None:
         "pairs": [{"label": l, "schedrec_s": a, "stock_s": b} for l, a, b in zip(labels, ours, stock)],
         "command": "python benchmarks/measurer_vs_stock.py " + f"--per-kernel {args.per_kernel} --models {args.models}",
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps({k: v for k, v in report.items() if k != "pairs"}, indent=1))
 

@@ -7,7 +7,7 @@ or anchor), and with a donor whose replay succeeds (replayed in the measurer's w
 the kernels left without a replayed donor (where `schedrec transfer` draws design-space samples instead).
 
     python benchmarks/onnx_coverage.py [--models resnet50,bert_base,...] [--cap 8]
-writes benchmarks/results/onnx_coverage.json and .md.
+writes benchmarks/results/<target-key>/onnx_coverage.json and .md.
 """
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 HELDOUT = ("resnet50", "bert_base", "mobilenet_v2", "convnext_tiny")
 
@@ -83,7 +85,7 @@ def main() -> None:
             results["models"].setdefault(name, {})[path] = r
             print(f"{name} via {path}: {r['kernels']} kernels, FLOPs with a same-class donor {r['class']:.1%}, any "
                   f"donor {r['donor']:.1%}, a replayed donor {r['replayed']:.1%} ({r['seconds']} s)", flush=True)
-    out = ROOT / "benchmarks" / "results"
+    out = results_dir(target.key)
     atomic_write_json(str(out / "onnx_coverage.json"), results)
     lines = [f"# FLOP coverage by import path ({results['target_key']}, bank `{results['bank']}`, "
              f"{results['date']})", "", "`python benchmarks/onnx_coverage.py`", "",

@@ -9,7 +9,7 @@ one without its packing block (the weight packed ahead, as the model runs it), i
 the target's threads; the best of 3 rounds of 7-repeat medians of each.
 
     TVM_NUM_THREADS=2 python benchmarks/pack_weights_probe.py [--model resnet50] [--kernels 5]
-writes benchmarks/results/pack_weights.json and .md (keep the machine otherwise idle).
+writes benchmarks/results/<target-key>/pack_weights.json and .md (keep the machine otherwise idle).
 """
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 
 def _timed(libs: dict, args: dict, rounds: int = 3) -> dict[str, float]:
@@ -99,7 +101,8 @@ def main() -> None:
         row = probe_kernel(k, marked[k.name], own[k.name].sources[0], tt)
         print(json.dumps(row), file=sys.stderr, flush=True)
         out["kernels"].append(row)
-    atomic_write_json(str(ROOT / "benchmarks" / "results" / "pack_weights.json"), out)
+    res = results_dir(target.key)
+    atomic_write_json(str(res / "pack_weights.json"), out)
     speedups = [r["speedup"] for r in out["kernels"] if r.get("speedup")]
     lines = [f"# Packed weights under transferred schedules ({target.key}, {out['cpu']}, "
              f"{target.config.get('num-cores')} threads, {out['date']})", "",
@@ -117,7 +120,7 @@ def main() -> None:
                      f"{r.get('speedup', '-')} |")
     if speedups:
         lines += ["", f"Median plain / packed: {float(np.median(speedups)):.2f} over {len(speedups)} kernels."]
-    atomic_write_text(str(ROOT / "benchmarks" / "results" / "pack_weights.md"), "\n".join(lines) + "\n")
+    atomic_write_text(str(res / "pack_weights.md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

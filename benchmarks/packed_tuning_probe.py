@@ -6,10 +6,10 @@ MetaSchedule's RewriteLayout postprocessor pack them in the order the schedule's
 runs once, folded into the model's constants at build; the measurer times the kernel without it). This
 tunes each of the heaviest conv kernels of a model twice with the same evolutionary search and trial count,
 once as extracted and once with layout-free weights, and reports each search's best latency and GFLOP/s
-next to PyTorch's conv on the same shapes and the CPU's FMA peak (benchmarks/results/peak_gflops.json).
+next to PyTorch's conv on the same shapes and the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json).
 
     python benchmarks/packed_tuning_probe.py [--model resnet50] [--kernels 3] [--trials 64]
-writes benchmarks/results/packed_tuning.json and .md; resumable (each finished search is kept in
+writes benchmarks/results/<target-key>/packed_tuning.json and .md; resumable (each finished search is kept in
 out/packed_tuning/); keep the machine otherwise idle.
 """
 from __future__ import annotations
@@ -55,6 +55,7 @@ def search_kept(kernel: object, target: object, measurer: object, work: Path, tr
 
 def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
+    from results_dir import results_dir
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.kernels import extract_kernels
@@ -78,7 +79,7 @@ def main() -> None:
                    key=lambda k: -k.total_flops)[:args.kernels]
     model = args.model.split(":")[-1]
     work = ROOT / "out" / "packed_tuning" / target.key / model
-    res = ROOT / "benchmarks" / "results"
+    res = results_dir(target.key)
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
            "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
            "peak_gflops": measured_peak(target.key), "kernels": []}
@@ -101,7 +102,7 @@ def main() -> None:
              "model), as extracted (*plain*) and with its weights layout-free (*packed*, RewriteLayout; timed "
              "without the packing, which runs once at build). GFLOP/s of each search's best record; PyTorch's "
              f"conv on the same shapes timed after; FMA peak {out['peak_gflops']} GFLOP/s "
-             "(benchmarks/results/peak_gflops.md).", "",
+             f"(benchmarks/results/{target.key}/peak_gflops.md).", "",
              "| kernel | weight | shapes | plain GFLOP/s | packed GFLOP/s | packed / plain | PyTorch GFLOP/s | "
              "search s (plain, packed) |", "|---|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:

@@ -9,7 +9,7 @@ models/<key>/heldout/, with the latency their chosen schedule had in that run; P
 (conv2d with the stride and padding its shapes imply, or a linear layer) with the target's thread count.
 
     python benchmarks/peak_gflops.py      (keep the machine otherwise idle)
-writes benchmarks/results/peak_gflops.json and .md.
+writes benchmarks/results/<target-key>/peak_gflops.json and .md.
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 ITERS = 20_000_000
 CHAINS = 12
@@ -97,9 +99,12 @@ def fma_peak(cores: int, avx512: bool) -> dict:
 
 
 def measured_peak(target_key: str) -> float | None:
-    """The FMA peak (GFLOP/s, all cores) that benchmarks/results/peak_gflops.json holds for `target_key`;
-    None if it was measured on another target."""
-    peak = json.loads((ROOT / "benchmarks" / "results" / "peak_gflops.json").read_text())
+    """The FMA peak (GFLOP/s, all cores) that benchmarks/results/<target_key>/peak_gflops.json holds;
+    None if the peak was not measured on that target."""
+    path = results_dir(target_key) / "peak_gflops.json"
+    if not path.exists():
+        return None
+    peak = json.loads(path.read_text())
     return peak["peak"]["gflops"] if peak["target_key"] == target_key else None
 
 
@@ -162,7 +167,7 @@ def main() -> None:
             out["kernels"].append(entry)
             print(f"{entry['model']} {kind}: schedrec {entry['schedrec_gflops']} GFLOP/s, PyTorch "
                   f"{entry['pytorch_gflops']} GFLOP/s (peak {peak['gflops']})", flush=True)
-    res = ROOT / "benchmarks" / "results"
+    res = results_dir(target.key)
     atomic_write_json(str(res / "peak_gflops.json"), out)
     scaling = peak["gflops"] / peak["one_thread_gflops"]
     lines = [f"# GFLOP/s against the measured peak ({out['target_key']}, {cores} threads, {out['date']})", "",

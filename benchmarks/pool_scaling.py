@@ -10,6 +10,7 @@ both methods pay the replay of the whole pool and differ in what they measure. T
 measurements, not new ones: this isolates the effect of the pool from machine noise.
 
     python benchmarks/pool_scaling.py [--target-key llvm-znver3-2c] [--sizes 3,6,9,12] [--k 3] [--seeds 3]
+writes benchmarks/results/<target-key>/pool_scaling.json and .png (or --out).
 """
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender.bank import repo_models_dir  # noqa: E402
 from recommender.fileio import atomic_write_json, read_json  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 
 def kernel_groups(rows: list) -> dict[str, list]:
@@ -67,8 +70,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="3,6,9,12")
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pool_scaling.json"))
+    ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/pool_scaling.json")
     a = ap.parse_args()
+    a.out = a.out or results_dir(a.target_key) / "pool_scaling.json"
     from recommender.recommend import load_selector
     from recommender.transfer_data import read_rows
     target_dir = repo_models_dir() / a.target_key

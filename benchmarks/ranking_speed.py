@@ -5,6 +5,7 @@ Reads the shipped transfer matrix's replayed candidates, featurizes them (tabula
 and ranks 1,000 of them with each saved ranker; prints medians of `--repeat` runs and writes JSON.
 
     python benchmarks/ranking_speed.py [--target-key llvm-znver3-2c] [--repeat 5]
+writes benchmarks/results/<target-key>/ranking_speed.json (or --out).
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recommender.bank import repo_models_dir  # noqa: E402
 from recommender.errors import run_script  # noqa: E402
 from recommender.fileio import atomic_write_json  # noqa: E402
+from results_dir import results_dir  # noqa: E402
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -35,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target-key", default="llvm-znver3-2c")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ranking_speed.json"))
+    ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/ranking_speed.json")
     a = ap.parse_args()
     from training.rankers import ranker_class
     from training.train import TargetData
@@ -59,7 +62,7 @@ def main() -> None:
         s = _median_time(lambda: ranker.predict(feats(sample)), a.repeat)
         out[f"rank_1000_{name}_s"] = round(s, 3)
         print(f"rank 1000 candidates with {name} (featurize + predict): {s:.3f} s (median of {a.repeat})")
-    atomic_write_json(str(a.out), out)
+    atomic_write_json(str(a.out or results_dir(a.target_key) / "ranking_speed.json"), out)
 
 
 if __name__ == "__main__":

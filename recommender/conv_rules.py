@@ -29,7 +29,7 @@ def conv_tiles(out_channels: int, height: int, width: int) -> list[tuple[int, in
     column tiles dividing the width (else NARROW_TILE), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output.
     8 channels x 1 row and 4 x 2 keep 8 accumulators; which is faster depends on the shape (on resnet50's
     14x14 and 28x28 maps 4 x 2 x 7 columns, on vgg16's 56x56 and 224x224 maps 8 x 1 x 8, see
-    benchmarks/results/conv_rules.md), so both are measured."""
+    benchmarks/results/llvm-znver3-2c/conv_rules.md), so both are measured."""
     widths = [w for w in COLUMN_TILES if width % w == 0][:WIDTHS] or [w for w in (NARROW_TILE,) if width % w == 0]
     out = []
     for tw in widths:
