@@ -3,7 +3,7 @@
 For the heaviest conv kernels of a model, the register tiles of `recommender.conv_rules` (with --all-tiles,
 more shapes than the rule keeps) are built, checked against the unscheduled kernel and measured, side by
 side with the fastest donor schedule the model's latency run measured (its trace replayed from
-models/<target>/latency/<model>/candidates.jsonl.gz) and with PyTorch's conv on the same shapes; GFLOP/s
+models/<target>/latency/<model>/candidates.jsonl.gz, where this target has one) and with PyTorch's conv on the same shapes; GFLOP/s
 against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json).
 
     python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles]
@@ -25,12 +25,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 
-def all_tiles(channels: int, height: int, width: int) -> list[tuple[int, int, int]]:
-    """Every register tile of the rule's shapes and two more (2 x 4, 8 x 2), over every column tile that
-    divides the width (not only the few the rule keeps)."""
+def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[int, int, int]]:
+    """Every register tile of the rule's shapes for `lanes` and a few more, over every column tile of
+    either register width that divides the width (not only the few the rule keeps)."""
     from recommender import conv_rules as cr
-    return [(tc, th, tw) for tw in cr.COLUMN_TILES if width % tw == 0
-            for tc, th in cr.TILE_SHAPES + ((2, 4), (8, 2)) if channels % tc == 0 and height % th == 0]
+    widths = sorted({w for ws in (*cr.COLUMN_TILES.values(), *cr.NARROW_TILES.values()) for w in ws}, reverse=True)
+    shapes = dict.fromkeys(cr.TILE_SHAPES[lanes] + ((2, 4), (8, 2), (4, 4), (16, 1)))
+    return [(tc, th, tw) for tw in widths if width % tw == 0
+            for tc, th in shapes if channels % tc == 0 and height % th == 0]
 
 
 def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | None, str]:
@@ -38,6 +40,8 @@ def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | N
     (rule-built and design-space rows left out), and its source; (None, "none") if no donor was measured."""
     path = ROOT / "models" / target_key / "latency" / model / "candidates.jsonl.gz"
     best = None
+    if not path.exists():  # no latency run of this model on this target
+        return None, "none"
     with gzip.open(path, "rt") as f:
         for line in f:
             row = json.loads(line)
@@ -58,7 +62,7 @@ def main() -> None:
     from recommender.measure import Measurer
     from recommender.model_import import import_model
     from recommender.replay import _postprocess, apply_replayed
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import cpu_name, float32_lanes, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="vgg16,resnet50")
@@ -67,17 +71,19 @@ def main() -> None:
     args = ap.parse_args()
     target = parse_target(args.target)
     tt = target.tvm()
+    lanes = float32_lanes(tt)
     res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
     out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
            "peak_gflops": measured_peak(target.key),
-           "threads": threads, "all_tiles": args.all_tiles, "kernels": []}
+           "threads": threads, "lanes": lanes, "all_tiles": args.all_tiles, "kernels": []}
     with Measurer(target.config) as measurer:
         for model in args.models.split(","):
             kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt) if k.class_key.startswith("conv2d/")]
             for k in kernels[:args.kernels]:
                 shape = conv_rules.conv_output(k.mod)
-                tiles = (all_tiles(*shape) if args.all_tiles else conv_rules.conv_tiles(*shape)) if shape else []
+                tiles = (all_tiles(*shape, lanes) if args.all_tiles else conv_rules.conv_tiles(*shape, lanes=lanes)
+                         ) if shape else []
                 scheds = conv_rules.rule_schedules(k.mod, tiles)
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
                 trace, source = best_donor_trace(target.key, model, k.name)
@@ -88,7 +94,7 @@ def main() -> None:
                 row = {"model": model, "kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 3),
                        "shapes": [list(s) for s, _ in k.args[:2]], "donor_source": source,
                        "donor_gflops": gf(results[0].median) if donor and results[0].ok else None,
-                       "rule_tiles": [list(t) for t in conv_rules.conv_tiles(*shape)] if shape else [],
+                       "rule_tiles": [list(t) for t in conv_rules.conv_tiles(*shape, lanes=lanes)] if shape else [],
                        "pytorch_gflops": gf(t_torch),
                        "tiles": [{"tile": list(t), "ok": r.ok, "gflops": gf(r.median) if r.ok else None,
                                   "error": "" if r.ok else r.error[:200]}

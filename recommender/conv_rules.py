@@ -3,10 +3,15 @@
 A conv donor replayed from the bank carries the tile sizes its own search found in a few hundred trials;
 on this CPU those reach 40-70% of the FMA peak, where PyTorch's convs reach about 80%. The rule here writes
 the micro-kernel such convs need directly: for every input channel and filter tap, `tc` weights are
-broadcast and multiplied into `tc x th` vectors of `tw` output columns (8 accumulators), so they stay in
-registers over the whole reduction, the input row is read as contiguous vectors and the weights keep their
+broadcast and multiplied into `tc x th` vectors of `tw` output columns, so they stay in registers over
+the whole reduction, the input row is read as contiguous vectors and the weights keep their
 OIHW layout (no packing). Parallel over (batch, channel tile, row tile); the epilogue (bias, batch norm,
 ReLU, residual add) computed per tile while it is in cache; padding materialized once at the root.
+
+The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
+accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
+columns (on resnet50's and vgg16's 3x3 convs 245-310 GFLOP/s against 150-174 for the AVX2 tiles on the
+same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.md).
 
 It applies to a stride-1 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
 whose output columns split into vectors; `rule_schedules` gives one schedule per register tile that fits,
@@ -16,37 +21,46 @@ from __future__ import annotations
 
 from .loop_rules import _extent
 
-COLUMN_TILES = (8, 7, 6, 5)  # output columns per vector: 8 fills an AVX2 register, 7 suits 28/14/7 wide maps
-NARROW_TILE = 4  # the column tile where none of COLUMN_TILES divides the width
-TILE_SHAPES = ((8, 1), (4, 2), (4, 1), (2, 1))  # (channels, rows) of the register tile, preferred first
+# output columns per vector, by float32 lanes of the target's vector registers, preferred first: a full
+# register, then widths that suit 28/14/7-wide maps (7 on AVX2, 14 on AVX-512)
+COLUMN_TILES = {8: (8, 7, 6, 5), 16: (16, 14, 12, 8)}
+NARROW_TILES = {8: (4,), 16: (7, 6, 5, 4)}  # the first that divides the width where no COLUMN_TILES entry does
+# (channels, rows) of the register tile, preferred first: 8 accumulators of AVX2's 16 registers, 16 of AVX-512's 32
+TILE_SHAPES = {8: ((8, 1), (4, 2), (4, 1), (2, 1)),
+               16: ((8, 2), (4, 4), (16, 1), (8, 1), (4, 2), (4, 1), (2, 1))}
 MIN_FLOPS = 2e6  # smaller convs get no rule candidates: under 0.1 ms with any schedule, not worth four builds
 TILES_PER_WIDTH = 2
 WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divide the output width
 
 
-def conv_tiles(out_channels: int, height: int, width: int) -> list[tuple[int, int, int]]:
-    """Register tiles (channels, rows, columns) for an output of this shape: for each of the first WIDTHS
-    column tiles dividing the width (else NARROW_TILE), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output.
-    8 channels x 1 row and 4 x 2 keep 8 accumulators; which is faster depends on the shape (on resnet50's
-    14x14 and 28x28 maps 4 x 2 x 7 columns, on vgg16's 56x56 and 224x224 maps 8 x 1 x 8, see
-    benchmarks/results/llvm-znver3-2c/conv_rules.md), so both are measured."""
-    widths = [w for w in COLUMN_TILES if width % w == 0][:WIDTHS] or [w for w in (NARROW_TILE,) if width % w == 0]
+def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
+    """Register tiles (channels, rows, columns) for an output of this shape on a target with `lanes` float32
+    lanes per vector (8 or 16): for each of the first WIDTHS column tiles dividing the width (else the first
+    NARROW_TILES entry that does), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output.
+    Which of the two is faster depends on the shape (on AVX2, 4 x 2 x 7 columns on resnet50's 14x14 and 28x28
+    maps and 8 x 1 x 8 on vgg16's 56x56 and 224x224 maps, benchmarks/results/llvm-znver3-2c/conv_rules.md),
+    so both are measured."""
+    if lanes not in COLUMN_TILES:
+        raise ValueError(f"conv tiles are defined for 8 or 16 float32 lanes, not {lanes}")
+    widths = ([w for w in COLUMN_TILES[lanes] if width % w == 0][:WIDTHS]
+              or [w for w in NARROW_TILES[lanes] if width % w == 0][:1])
     out = []
     for tw in widths:
-        fits = [(tc, th, tw) for tc, th in TILE_SHAPES if out_channels % tc == 0 and height % th == 0]
+        fits = [(tc, th, tw) for tc, th in TILE_SHAPES[lanes] if out_channels % tc == 0 and height % th == 0]
         out += fits[:TILES_PER_WIDTH]
     return out
 
 
-def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None) -> list[object]:
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
-    (`conv_tiles` of the output by default); [] where `mod` is not a stride-1 NCHW conv."""
+    (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 NCHW
+    conv."""
     from tvm.s_tir import Schedule
     shape = conv_output(mod)
     if shape is None:
         return []
     out = []
-    for tile in tiles if tiles is not None else conv_tiles(*shape):
+    for tile in tiles if tiles is not None else conv_tiles(*shape, lanes=lanes):
         sch = Schedule(mod, debug_mask="all")
         try:
             _tile(sch, tile)

@@ -258,9 +258,10 @@ def rule_schedules(mod: object, target: object) -> list[Replayed]:
 
 def conv_rule_schedules(mod: object, target: object) -> list[Replayed]:
     """The register-tile schedules of `recommender.conv_rules` for `mod` ([] if it is not a conv they
-    apply to), postprocessed and checked like a replayed candidate."""
+    apply to), postprocessed and checked like a replayed candidate; the tiles fit `target`'s vectors."""
     from . import conv_rules
-    return _postprocessed(conv_rules.rule_schedules(mod), mod, target)
+    from .target import float32_lanes
+    return _postprocessed(conv_rules.rule_schedules(mod, lanes=float32_lanes(target)), mod, target)
 
 
 def _postprocessed(schedules: list[object], mod: object, target: object) -> list[Replayed]:

@@ -53,6 +53,13 @@ def host_mcpu() -> str:
 NO_GATHER = ["+prefer-no-gather", "+prefer-no-scatter"]
 
 
+def float32_lanes(target: object) -> int:
+    """float32 lanes of the widest vector register a `tvm.target.Target` compiles for: 16 with AVX-512F, else 8.
+    (LLVM's own `llvm_get_vector_width` answers 512 for znver3, an AVX2 CPU, so the feature is asked instead.)"""
+    from tvm.target import codegen
+    return 16 if codegen.llvm_cpu_has_features("avx512f", target) else 8
+
+
 def cpu_name() -> str:
     """The host CPU's model name (from /proc/cpuinfo), for tables that say where they were measured."""
     try:

@@ -29,10 +29,37 @@ def test_tiles_divide_the_output_and_prefer_full_vectors():
     assert conv_tiles(64, 17, 17) == []  # no column tile divides 17
 
 
-def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile(target):
+def test_avx512_tiles_keep_16_accumulators_of_up_to_16_columns():
+    from recommender.conv_rules import conv_tiles
+    assert conv_tiles(256, 56, 56, lanes=16) == [(8, 2, 14), (4, 4, 14), (8, 2, 8), (4, 4, 8)]
+    assert conv_tiles(64, 224, 224, lanes=16) == [(8, 2, 16), (4, 4, 16), (8, 2, 14), (4, 4, 14)]
+    assert conv_tiles(256, 14, 14, lanes=16) == [(8, 2, 14), (16, 1, 14)]  # 14 rows: no 4-row tile
+    assert conv_tiles(512, 7, 7, lanes=16) == [(16, 1, 7), (8, 1, 7)]  # 7 wide: the narrow tile, one row
+    assert conv_tiles(64, 17, 17, lanes=16) == []
+    with pytest.raises(ValueError, match="8 or 16"):
+        conv_tiles(64, 56, 56, lanes=4)
+
+
+def test_the_tile_follows_the_targets_vector_registers():
     from recommender.replay import conv_rule_schedules
+    from recommender.target import float32_lanes, parse_target
+    avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
+    avx512 = parse_target('{"kind": "llvm", "mcpu": "znver5", "num-cores": 2}').tvm()
+    assert (float32_lanes(avx2), float32_lanes(avx512)) == (8, 16)
+    mod = _conv_bias_relu(co=64, hw=56)
+    narrow = [r.mod.script() for r in conv_rule_schedules(mod, avx2)]
+    wide = [r.mod.script() for r in conv_rule_schedules(mod, avx512)]
+    assert len(narrow) == len(wide) == 4
+    assert all("T.vectorized(14)" not in s for s in narrow) and sum("T.vectorized(8)" in s for s in narrow) == 2
+    assert sum("T.vectorized(14)" in s for s in wide) == 2 and sum("T.vectorized(8)" in s for s in wide) == 2
+    assert "T.unroll(8)" in wide[0] and "T.unroll(2)" in wide[0], wide[0]  # 8 channels x 2 rows per tile
+
+
+def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
+    from recommender.replay import conv_rule_schedules
+    from recommender.target import parse_target
     mod = _conv_bias_relu()
-    rules = conv_rule_schedules(mod, target.tvm())
+    rules = conv_rule_schedules(mod, parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm())
     assert len(rules) == 2  # 28 columns: 7 wide, as 8 x 1 and 4 x 2 tiles (28 rows split in 2)
     script = rules[0].mod.script()
     # (channel tile, row) pairs in parallel: 32 / 8 x 28 rows; the padding parallel over its 16 x 30 rows
