@@ -101,10 +101,12 @@ class BankIndex:
                 self.by_anchor[anchor_key(key)].extend(sources)
 
     def warnings(self, target_key: str) -> list[str]:
-        """At most one line: which bank models were measured on another target than `target_key`."""
+        """At most one line: which bank models were measured on another target than `target_key` (leaving out
+        the targets whose folder was already named as the nearest, target_dirs.ANNOUNCED)."""
+        from .target_dirs import ANNOUNCED
         other: dict[str, list[str]] = defaultdict(list)
         for m, k in self.target_keys.items():
-            if k != target_key:
+            if k != target_key and k not in ANNOUNCED:
                 other[k].append(m)
         if not other:
             return []
