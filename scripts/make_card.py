@@ -11,7 +11,7 @@ from recommender.bank import bank_models, read_meta, repo_models_dir
 from recommender.bank_info import model_summary
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_text, read_json
-from recommender.target import cpu_name, parse_target
+from recommender.target import cpu_name, native_target, parse_target
 from training.report import rankers_markdown
 
 
@@ -38,6 +38,18 @@ def own_record_coverage(root) -> dict[str, str]:
     return {meta["model"]: _tuned_share(meta) for meta in metas}
 
 
+def _cpu(root, target) -> str:
+    """The CPU the folder's data was measured on: as its latency rows recorded it, else this host's where it is
+    the folder's target (a card written on another machine does not name that machine's CPU)."""
+    lat = read_json(root / "latency.json") if (root / "latency.json").exists() else {}
+    named = sorted({r["cpu"] for r in lat.values() if r.get("cpu")})
+    if named:
+        return ", ".join(named)
+    if target.key == native_target().key:
+        return cpu_name()
+    return "not recorded (this card was written on another CPU)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="native")
@@ -45,7 +57,7 @@ def main() -> None:
     target = parse_target(args.target)
     root = repo_models_dir() / target.key
     lines = [f"# {target.key}: bank and references", "",
-             f"Target: `{json.dumps(target.config)}`; CPU: {cpu_name()}.", ""]
+             f"Target: `{json.dumps(target.config)}`; CPU: {_cpu(root, target)}.", ""]
     coverage = own_record_coverage(root)
     for kind in ("bank", "reference"):
         if not (root / kind).is_dir():
