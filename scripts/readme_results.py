@@ -118,6 +118,14 @@ def render(root: Path = ROOT) -> str:
     return "\n".join(parts).rstrip() + "\n" if parts else "No comparison has been run yet.\n"
 
 
+def _bank_used(report: dict) -> str:
+    """', bank and ranker of <key> (the nearest: ...)' where the run used another target's folder, else ''."""
+    bank_key = Path(report.get("bank", "")).parent.name
+    if not bank_key or bank_key == report["target_key"]:
+        return ""
+    return f"; bank and ranker of `{bank_key}`, the nearest, since this CPU had no bank of its own"
+
+
 def render_demo(root: Path = ROOT) -> str:
     """The demo paragraph, from each target's recorded `make demo` report."""
     parts = []
@@ -134,7 +142,8 @@ def render_demo(root: Path = ROOT) -> str:
         share = t.get("time_share_default")
         parts.append(
             f"Measured here (`{r['command']}` via `python scripts/record_demo.py`, `{r['target_key']}`, "
-            f"{r['target'].get('num-cores', '?')} threads, {path.relative_to(root)}): {r['make_demo_wall_s']:.0f} s "
+            f"{r['target'].get('num-cores', '?')} threads, {path.relative_to(root)}"
+            + _bank_used(r) + f"): {r['make_demo_wall_s']:.0f} s "
             f"in all; search {t['search_s']:.1f} s (replay of {t['replayed_candidates']} candidates "
             f"{t['replay_s']:.1f} s, featurize {t['featurize_s']:.1f} s, predict {t['predict_s']:.1f} s, build "
             f"{t['build_wall_s']:.1f} s wall, run {t['run_s']:.1f} s; {t['measurements']} candidate measurements "
