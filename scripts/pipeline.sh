@@ -9,8 +9,10 @@
 #   2. the transfer matrix: leave-one-model-out replay over the bank (top 3 records per source kernel,
 #      at most 48 candidates per kernel) -> models/<key>/transfer/
 #   3. exhaustive replay of the held-out zoo models from the whole bank -> models/<key>/heldout/<model>/
-#   4. the "full tuning" references (200 trials per kernel) -> models/<key>/reference/
-#   5. the latency table and the card
+#   4. the target's rankers, trained on its matrix, and their leave-one-model-out evaluation
+#      -> models/<key>/rankers/
+#   5. the "full tuning" references (200 trials per kernel) -> models/<key>/reference/ (SKIP_REFERENCE=1: not)
+#   6. the latency table (LATENCY_MODELS=a,b: those rows only), the figures and the card
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(native_target().key)")
@@ -29,10 +31,15 @@ for m in $HELDOUT; do
     .venv/bin/schedrec replay --model "zoo:$m" --top-n 3 --cap 48 --out "models/$KEY/heldout/$m"
   fi
 done
-step references
-SKIP_BANK=1 SKIP_REFERENCE= scripts/tune_bank.sh
+step rankers
+.venv/bin/schedrec train --target-key "$KEY" --ranker all
+.venv/bin/schedrec evaluate --target-key "$KEY"
+if [ -z "${SKIP_REFERENCE:-}" ]; then
+  step references
+  SKIP_BANK=1 SKIP_REFERENCE= scripts/tune_bank.sh
+fi
 step latency table and card
-.venv/bin/python scripts/latency_table.py
+.venv/bin/python scripts/latency_table.py ${LATENCY_MODELS:+--models "$LATENCY_MODELS"}
 .venv/bin/python scripts/transfer_figures.py
 .venv/bin/python scripts/make_card.py
 step done
