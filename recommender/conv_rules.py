@@ -10,8 +10,8 @@ ReLU, residual add) computed per tile while it is in cache; padding materialized
 
 The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
 accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
-columns (on resnet50's and vgg16's 3x3 convs 245-310 GFLOP/s against 150-174 for the AVX2 tiles on the
-same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.md).
+columns (on resnet50's and vgg16's convs of 14- to 56-wide maps 255-320 GFLOP/s against 126-180 for the
+best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.json).
 
 It applies to a stride-1 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
 whose output columns split into vectors; `rule_schedules` gives one schedule per register tile that fits,
