@@ -101,6 +101,20 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, donor_matrix, tmp_
     assert _dict_rows(path) == again
 
 
+def test_a_matrix_resumed_on_a_bank_with_new_models_says_its_rows_lack_them(bank2, donor_matrix, tmp_path, capsys):
+    out = _copy_of(donor_matrix, tmp_path)
+    rows = _dict_rows(out / "donor.jsonl.gz")
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "bank_models": ["donor"]}))  # as if "wide" came later
+    capsys.readouterr()
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
+    err = capsys.readouterr().err
+    assert "note: the bank has wide since" in err and "build into a new --out" in err
+    assert _dict_rows(out / "donor.jsonl.gz") == rows  # finished rows untouched
+    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
+    assert "note: the bank has" not in capsys.readouterr().err  # the summary now lists both models
+
+
 def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, donor_matrix, tmp_path, capsys):
     out = _copy_of(donor_matrix, tmp_path)
     argv = ["--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS]

@@ -47,6 +47,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
         _check_math(out_dir, settings_json["fast_math"])
+        _note_new_donors(out_dir, index.models, log)
         with Measurer(target.config, settings) as measurer:
             for model in models or index.models:
                 rows = RowFile(matrix_file(out_dir, model), remeasure, log)
@@ -68,6 +69,19 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                **summarize(rows)}
     atomic_write_json(str(out_dir / "summary.json"), summary)
     return summary
+
+
+def _note_new_donors(out_dir: Path, bank_models: list[str], log) -> None:
+    """A matrix resumes per kernel: where the bank gained models since it was built, the kernels it already
+    holds keep rows without those donors. Said in one line, so that a rebuild is a choice."""
+    path = out_dir / "summary.json"
+    if not path.exists():
+        return
+    before = read_json(path, error=BankError).get("bank_models", [])
+    new = [m for m in bank_models if m not in before]
+    if new and any(matrix_file(out_dir, m).exists() for m in before):
+        log(f"note: the bank has {', '.join(new)} since {display_path(out_dir)} was built ({len(before)} models): "
+            f"its finished kernels keep their rows, without these donors; build into a new --out to include them")
 
 
 def _check_math(out_dir: Path, fast_math: bool) -> None:
