@@ -30,8 +30,8 @@ METRICS = ("top1", "top3", "top5", "q1", "q5")
 def cross_scores(train_dir: Path, test_dir: Path, names: list[str]) -> dict:
     """Pooled and per-model outcomes of `names` fitted on train_dir's matrix (model left out) and scored on
     test_dir's rows of that model."""
-    from training.dataset import ranking_set
-    from training.evaluate import FeatureTable, _training_set, fit_ranker, predict
+    from training.dataset import leave_model_out, ranking_set, trainable
+    from training.evaluate import FeatureTable, fit_ranker, predict
     from training.metrics import score_groups, summarize_outcomes
     from training.rankers import ranker_class
     from training.train import TargetData
@@ -40,12 +40,12 @@ def cross_scores(train_dir: Path, test_dir: Path, names: list[str]) -> dict:
     models = sorted({r.target_model for r in test.rows})
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     for model in models:
-        test_set = ranking_set([r for r in test.rows if r.target_model == model])
+        test_set = ranking_set(leave_model_out(test.rows, model)[1])
         test_table = FeatureTable(test.featurizer, [r for r in test_set.rows if r.replayed])
-        keep = lambda rows: [r for r in rows if r.target_model != model and r.source_model != model]  # noqa: E731
+        plain, extra = leave_model_out(train.rows, model)[0], leave_model_out(train.extra, model)[0]
         for name in names:
             use_extra = bool(train.extra) and ranker_class(name).uses_extra_groups
-            fit_set = _training_set(keep(train.rows) + (keep(train.extra) if use_extra else []), 1.0, 0)
+            fit_set = trainable(plain + (extra if use_extra else []))
             ranker = fit_ranker(name, fit_set, train.table)
             outcomes[name][model] = score_groups(test_set.groups, predict(ranker, test_set, test_table))
         log(f"{model}: {len(test_set.groups)} kernels scored")

@@ -101,7 +101,7 @@ def fma_peak(cores: int, avx512: bool) -> dict:
 def measured_peak(target_key: str) -> float | None:
     """The FMA peak (GFLOP/s, all cores) that benchmarks/results/<target_key>/peak_gflops.json holds;
     None if the peak was not measured on that target."""
-    path = results_dir(target_key) / "peak_gflops.json"
+    path = results_dir(target_key, create=False) / "peak_gflops.json"
     if not path.exists():
         return None
     peak = json.loads(path.read_text())

@@ -7,8 +7,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def results_dir(target_key: str) -> Path:
-    """benchmarks/results/<target_key>/, created if it does not exist yet."""
+def results_dir(target_key: str, create: bool = True) -> Path:
+    """benchmarks/results/<target_key>/, created if it does not exist yet (unless `create` is False: a reader
+    asking for another target's figures leaves no empty folder behind)."""
     path = ROOT / "benchmarks" / "results" / target_key
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path

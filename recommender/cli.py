@@ -327,14 +327,15 @@ def cmd_transfer(args: argparse.Namespace) -> int:
           f"({t.get('kernels_short_tuned', 0)} by a short search, the others by samples); {t['kernels_default']} "
           f"kernels run unscheduled (plain loops): {'?' if share is None else f'{100 * share:.1f}%'} of kernel time")
     shipped = rec_dir / "heldout" / report["model"] / "report.json"
-    if shipped.exists() and tuned and rec_dir.name != target.key:  # its latency is another CPU's: not comparable
-        print(f"exhaustive replay of this model: none measured on {target.key} (the shipped one ran on "
-              f"{rec_dir.name}, another CPU, so its latency is not compared)")
-    elif shipped.exists() and tuned:
+    if shipped.exists() and tuned:
         import json
-        ex = json.loads(shipped.read_text())["totals"]
-        if ex.get("model_latency_tuned_s"):
-            print(f"exhaustive replay of this model (shipped run on {rec_dir.name}, {ex['valid']} candidates measured): "
+        shipped_report = json.loads(shipped.read_text())
+        ex, where = shipped_report["totals"], shipped_report.get("target_key", rec_dir.name)
+        if where != target.key:  # its latency is another CPU's: not comparable
+            print(f"exhaustive replay of this model: none measured on {target.key} (the shipped one ran on "
+                  f"{where}, another CPU, so its latency is not compared)")
+        elif ex.get("model_latency_tuned_s"):
+            print(f"exhaustive replay of this model (shipped run on {where}, {ex['valid']} candidates measured): "
                   f"{ex['model_latency_tuned_s'] * 1e3:.2f} ms after {ex['search_s']:.0f} s of search; "
                   f"this run: {t['search_s'] / ex['search_s']:.0%} of that search time")
     if args.baselines and tuned:

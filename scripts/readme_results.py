@@ -119,7 +119,7 @@ def render(root: Path = ROOT) -> str:
 
 
 def _bank_used(report: dict) -> str:
-    """', bank and ranker of <key> (the nearest: ...)' where the run used another target's folder, else ''."""
+    """'; bank and ranker of `<key>`, the nearest, ...' where the run used another target's bank, else ''."""
     bank_key = Path(report.get("bank", "")).parent.name
     if not bank_key or bank_key == report["target_key"]:
         return ""
