@@ -8,6 +8,8 @@ Each section lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in READM
   rows), counted from the files;
 - latency: every `models/<target-key>/latency.json` (`python scripts/latency_table.py`): untuned TVM, the
   models' own records, schedrec's output, PyTorch and ONNX Runtime, as in the target's card;
+- targets: per CPU with a bank, its bank, transfer matrix, held-out replays, rankers and probes
+  (`scripts/target_summary.py`);
 - tests: the last recorded test-suite runs (tests/suite_timing.json, `python scripts/record_suite.py`) and the
   deliberate breaks their tests caught (tests/break_once.json, `python scripts/break_once.py`).
 No number in these sections is typed by hand.
@@ -231,8 +233,15 @@ def render_latency(root: Path = ROOT) -> str:
     return "\n".join(parts) if parts else "No latency table has been measured yet.\n"
 
 
+def render_targets_section(root: Path = ROOT) -> str:
+    """Per CPU with a bank: bank, matrix, held-out replays, rankers, probes (scripts/target_summary.py)."""
+    sys.path[:0] = [str(root), str(root / "scripts")]
+    from target_summary import render_targets
+    return render_targets(root)
+
+
 SECTIONS = {"results": render, "demo": render_demo, "data": render_data, "tests": render_tests,
-            "latency": render_latency}
+            "latency": render_latency, "targets": render_targets_section}
 
 
 def splice(readme: str, body: str, name: str = "results") -> str:

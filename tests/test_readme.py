@@ -35,3 +35,28 @@ def test_record_suite_refuses_a_run_with_failures_or_over_the_limit(tmp_path, mo
         monkeypatch.setattr("sys.argv", ["record_suite.py", tier, str(log)])
         assert record.main() == 1
     assert path.read_bytes() == before
+
+
+def test_the_per_cpu_block_says_when_the_matrix_lags_the_bank_and_what_is_not_built(tmp_path):
+    """Every CPU folder with a bank gets a block made from its files; a matrix built before the bank gained a
+    model names that model, and a folder without a matrix says how to build one."""
+    import json
+    import shutil
+    summary = load_script("target_summary")
+    shipped = ROOT / "models" / "llvm-znver3-2c"
+    for key, matrix_models in (("llvm-a-2c", None), ("llvm-b-2c", ["resnet18"])):
+        folder = tmp_path / "models" / key
+        for model in ("resnet18", "bert_tiny"):
+            shutil.copytree(shipped / "bank" / model, folder / "bank" / model)
+        if matrix_models:
+            s = json.loads((shipped / "transfer" / "summary.json").read_text())
+            s["bank_models"] = matrix_models
+            (folder / "transfer").mkdir()
+            (folder / "transfer" / "summary.json").write_text(json.dumps(s))
+    text = summary.render_targets(tmp_path)
+    a, b = text.split("#### Measured on `llvm-b-2c`")
+    assert "#### Measured on `llvm-a-2c`" in a and "Bank: 2 models (bert_tiny, resnet18)" in a
+    assert "Transfer matrix: not built yet" in a and "Rankers" not in a
+    assert "Built before the bank had bert_tiny" in b and "5596 rows" in b
+    (tmp_path / "empty" / "models").mkdir(parents=True)
+    assert summary.render_targets(tmp_path / "empty") == "No CPU has a bank yet.\n"

@@ -1,0 +1,160 @@
+"""What each CPU with a bank has measured, as Markdown for the README, made only from committed JSON.
+
+One block per `models/<target-key>/` that holds a bank: the bank (meta.json), the transfer matrix
+(transfer/summary.json), the held-out replays (transfer/heldout.json, `scripts/transfer_figures.py`), the
+rankers' leave-one-model-out evaluation (rankers/evaluation.json), and, where they were run on that CPU, the
+cross-target ranking check, the FMA peak and the conv rule probe (benchmarks/results/<target-key>/). Each
+figure names the command that reproduces it; links are relative to the repository root. `scripts/readme_results.py` splices it into the README.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+RANKER_COLUMNS = ("top1", "top3", "top5", "q1", "q5", "ndcg5")
+
+
+def _read(path: Path) -> dict | list | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _f3(x: object) -> str:
+    return f"{x:.3f}" if isinstance(x, (int, float)) else "-"
+
+
+def _cpu(target_dir: Path, results: Path) -> str:
+    """The CPU name its latency rows or probes recorded ('' when none did)."""
+    names = {r.get("cpu") for r in (_read(target_dir / "latency.json") or {}).values()}
+    names |= {(_read(results / f) or {}).get("cpu") for f in ("conv_rules.json",)}
+    return ", ".join(sorted(n for n in names if n))
+
+
+def bank_line(target_dir: Path) -> str:
+    from recommender.bank import bank_models, read_meta
+    from recommender.bank_info import model_summary
+    folders = bank_models(target_dir / "bank")
+    summaries = [model_summary(f) for f in folders]
+    trials = sorted({str(read_meta(f).get("trials_per_task")) for f in folders})
+    hours = sum(s["tuning_hours"] for s in summaries)
+    return (f"- Bank: {len(folders)} models ({', '.join(s['model'] for s in summaries)}), "
+            f"{sum(s['tuned_kernels'] for s in summaries)} tuned kernels, {'/'.join(trials)} trials per kernel, "
+            f"{hours:.2f} h of tuning (`scripts/tune_bank.sh`; per model in the [card](models/{target_dir.name}/card.md)).")
+
+
+def matrix_line(target_dir: Path, bank: list[str]) -> str:
+    s = _read(target_dir / "transfer" / "summary.json")
+    if not s:
+        return "- Transfer matrix: not built yet (`schedrec replay --all-pairs --top-n 3 --cap 48`)."
+    a = s["all"]
+    lag = [m for m in bank if m not in s.get("bank_models", [])]
+    return (f"- Transfer matrix (`schedrec replay --all-pairs --top-n {s['top_n']} --cap {s['cap']}`): "
+            f"{a['kernels']} kernels of {len(s['bank_models'])} bank models, {a['kernels_with_valid']} with a valid "
+            f"candidate, {s['rows']} rows, {a['candidates_per_kernel']:.1f} candidates per kernel. Medians over "
+            f"kernels: the median candidate is {a['median_over_best']:.2f}x slower than the best, the default "
+            f"schedule {a['default_over_best']:.1f}x; the best transfer is {a['best_over_tuned']:.2f}x of the "
+            f"kernel's own tuning"
+            + (f". Built before the bank had {', '.join(lag)}: those models are neither rows nor donors" if lag
+               else "") + f" ([figures](models/{target_dir.name}/transfer/FIGURES.md)).")
+
+
+def heldout_table(target_dir: Path) -> list[str]:
+    rows = _read(target_dir / "transfer" / "heldout.json") or []
+    if not rows:
+        return []
+    lines = ["- Exhaustive replay of the zoo models held out of the bank, from the bank models it held then "
+             f"(`schedrec replay --model zoo:M --top-n 3 --cap 48 --out models/{target_dir.name}/heldout/M`; "
+             "batch 1). Untuned is TVM's plain loops, not a baseline:", "",
+             "  | model | donor models | kernels | candidates (valid) | FLOP coverage same class / with anchor "
+             "fallback | search | untuned TVM | after replay |", "  |---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        report = _read(target_dir / "heldout" / r["model"] / "report.json") or {}
+        donors = len(report.get("bank_models", [])) or "-"
+        lines.append(f"  | {r['model']} | {donors} | {r['kernels']} | {r['candidates']} ({r['valid']}) | "
+                     f"{100 * r['coverage_class']:.1f}% / {100 * r['coverage_anchor']:.1f}% | "
+                     f"{r['search_s'] / 60:.1f} min | {r['untuned_ms']:.0f} ms | {r['tuned_ms']:.1f} ms |")
+    return lines + [""]
+
+
+def rankers_table(target_dir: Path) -> list[str]:
+    ev = _read(target_dir / "rankers" / "evaluation.json")
+    if not ev:
+        return []
+    lomo = ev["lomo"]
+    kernels = max(r["pooled"]["kernels"] for r in lomo["rankers"].values())
+    lines = [f"- Rankers, leave-one-model-out over {len(lomo['models'])} bank models and {kernels} kernels "
+             f"(`schedrec evaluate --target-key {target_dir.name}`; pooled, DESIGN.md):", "",
+             "  | ranker | " + " | ".join(RANKER_COLUMNS) + " |", "  |---|" + "---|" * len(RANKER_COLUMNS)]
+    for name, r in sorted(lomo["rankers"].items(), key=lambda kv: -kv[1]["pooled"].get("top1", 0)):
+        lines.append(f"  | {name} | " + " | ".join(_f3(r["pooled"].get(c)) for c in RANKER_COLUMNS) + " |")
+    lines.append("")
+    held = (ev.get("heldout") or {}).get("rankers", {})
+    if "lgbm" in held:
+        p, rnd = held["lgbm"]["pooled"], held.get("random", {}).get("pooled", {})
+        lines += [f"  On the held-out zoo models ({', '.join(ev['heldout']['models'])}; {p['kernels']} kernels of "
+                  f"their exhaustive replays), lgbm trained on the whole matrix scores top-1 {_f3(p['top1'])}, "
+                  f"top-5 {_f3(p['top5'])} (random {_f3(rnd.get('top1'))} / {_f3(rnd.get('top5'))}).", ""]
+    return lines
+
+
+def cross_target_line(target_dir: Path, results: Path) -> str:
+    c = _read(results / "cross_target_ranking.json")
+    ev = _read(target_dir / "rankers" / "evaluation.json")
+    if not c or not ev:
+        return ""
+    own = ev["lomo"]["rankers"]
+    cross = c["cross"]["rankers"]
+    pairs = [f"{n} {_f3(cross[n]['pooled']['top1'])} / {_f3(cross[n]['pooled']['top5'])} (own: "
+             f"{_f3(own[n]['pooled']['top1'])} / {_f3(own[n]['pooled']['top5'])})" for n in cross if n in own]
+    return (f"- Rankers fitted on `{c['train_key']}`'s matrix in the same folds, scoring this CPU's candidates "
+            f"(`python benchmarks/cross_target_ranking.py --train-key {c['train_key']} --test-key "
+            f"{c['test_key']}`), top-1 / top-5: " + "; ".join(pairs) + ".")
+
+
+def probes_line(results: Path) -> str:
+    peak, conv = _read(results / "peak_gflops.json"), _read(results / "conv_rules.json")
+    parts = []
+    if peak:
+        p = peak["peak"]
+        parts.append(f"FMA peak {p['gflops']:.1f} GFLOP/s on {p['threads']} threads, {p['one_thread_gflops']:.1f} on "
+                     f"one, {p['lanes']} float32 lanes (`python benchmarks/peak_gflops.py`)")
+    if conv and conv.get("kernels"):
+        best = []
+        for k in conv["kernels"]:
+            rule = [t["gflops"] for t in k["tiles"] if t["ok"] and t["tile"] in k["rule_tiles"]]
+            if rule and k.get("pytorch_gflops"):
+                best.append((max(rule), k["pytorch_gflops"]))
+        if best:
+            ratios = [r / p for r, p in best]
+            parts.append(f"the conv rule's tiles on the {len(best)} heaviest convs of {', '.join(sorted({k['model'] for k in conv['kernels']}))} reach "
+                         f"{min(r for r, _ in best):.0f}-{max(r for r, _ in best):.0f} GFLOP/s against PyTorch's "
+                         f"{min(p for _, p in best):.0f}-{max(p for _, p in best):.0f} on the same shapes (median "
+                         f"ratio {statistics.median(ratios):.2f}, ahead on {sum(x > 1 for x in ratios)}; "
+                         f"`{_probe_command(conv)}`, "
+                         f"[table](benchmarks/results/{results.name}/conv_rules.md))")
+    return ("- " + "; ".join(parts) + ".") if parts else ""
+
+
+def _probe_command(conv: dict) -> str:
+    """The conv rule probe's command line, from the kernels its JSON holds."""
+    per_model: dict[str, int] = {}
+    for k in conv["kernels"]:
+        per_model[k["model"]] = per_model.get(k["model"], 0) + 1
+    return (f"python benchmarks/conv_rules_probe.py --models {','.join(per_model)} --kernels "
+            f"{max(per_model.values())}" + (" --all-tiles" if conv.get("all_tiles") else ""))
+
+
+def render_targets(root: Path) -> str:
+    """The README's per-CPU block for every target folder with a bank."""
+    from recommender.bank import bank_models
+    blocks = []
+    for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
+        results = root / "benchmarks" / "results" / target_dir.name
+        bank = [f.name for f in bank_models(target_dir / "bank")]
+        cpu = _cpu(target_dir, results)
+        lines = [f"#### Measured on `{target_dir.name}`" + (f" ({cpu})" if cpu else ""), "",
+                 bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
+                 *rankers_table(target_dir)]
+        lines += [x for x in (cross_target_line(target_dir, results), probes_line(results)) if x]
+        blocks.append("\n".join(lines).rstrip() + "\n")
+    return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"
