@@ -222,6 +222,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .target import parse_target
     from .transfer import exhaustive_replay
     target = parse_target(args.target)
+    if args.add_donors and not args.all_pairs:
+        raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
     if args.all_pairs:
         return _replay_all_pairs(args, target, _bank_dir(args, target.key))
     bank_dir, _ = _donor_dirs(args, target.key, recommender=False)
@@ -265,7 +267,8 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
     models = [m for m in (args.models or "").split(",") if m] or None
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=models, settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
-                  anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
+                  anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
+                  add_donors=args.add_donors)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
              str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]
@@ -534,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--remeasure", type=_statuses, default=(), metavar="STATUS[,STATUS]",
                    help="when resuming, measure again the kernels with a candidate of these statuses "
                         "(e.g. wrong_result after a fix to the check)")
+    r.add_argument("--add-donors", action="store_true",
+                   help="measure the candidates of bank models added since the matrix's finished kernels were "
+                        "measured, and add their rows")
     r.add_argument("--out", metavar="DIR", help="output folder (default: out/replay/<model>)")
     math_opt(r)
     r.set_defaults(func=cmd_replay)
@@ -549,6 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--repeat", type=_positive_int, default=5, help="timing repeats per candidate (5)")
     mx.add_argument("--remeasure", type=_statuses, default=(), metavar="STATUS[,STATUS]",
                     help="when resuming, measure again the kernels with a candidate of these statuses")
+    mx.add_argument("--add-donors", action="store_true",
+                    help="measure the candidates of bank models added since the matrix's finished kernels were "
+                         "measured, and add their rows")
     mx.add_argument("--out", metavar="DIR", help="output folder (default: models/<target-key>/transfer)")
     math_opt(mx)
     mx.set_defaults(func=cmd_matrix)

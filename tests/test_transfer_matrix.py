@@ -76,6 +76,7 @@ def test_all_pairs_keeps_every_candidate_leaving_the_target_model_out(bank2, tmp
             else:
                 assert r["latency_s"] is None and r["error"]
         assert summary["models"][model]["kernels"] == len(kernels)
+        assert json.loads((out / "donors.json").read_text())["kernels"][model] == {k: [other] for k in kernels}
     assert summary["all"]["valid_per_kernel"] > 0
 
 
@@ -101,18 +102,41 @@ def test_all_pairs_resumes_at_the_first_missing_kernel(bank2, donor_matrix, tmp_
     assert _dict_rows(path) == again
 
 
-def test_a_matrix_resumed_on_a_bank_with_new_models_says_its_rows_lack_them(bank2, donor_matrix, tmp_path, capsys):
+def test_a_matrix_resumed_on_a_bank_with_new_models_says_so_and_adds_their_candidates(bank2, donor_matrix,
+                                                                                     tmp_path, capsys):
+    """As if "wide" joined the bank after the donor model's kernels were measured: a plain resume says in one
+    line that they lack it and keeps their rows; --add-donors measures wide's candidates onto them, after
+    each kernel's rows, its default row kept; then nothing is left to add."""
     out = _copy_of(donor_matrix, tmp_path)
-    rows = _dict_rows(out / "donor.jsonl.gz")
+    full = _dict_rows(out / "donor.jsonl.gz")
+    defaults = [r for r in full if r["match"] == "default"]
+    with gzip.open(out / "donor.jsonl.gz", "wt") as f:  # measured when the bank held only "donor"
+        f.writelines(json.dumps(r) + "\n" for r in defaults)
+    (out / "donors.json").unlink()
     summary = json.loads((out / "summary.json").read_text())
-    (out / "summary.json").write_text(json.dumps({**summary, "bank_models": ["donor"]}))  # as if "wide" came later
+    (out / "summary.json").write_text(json.dumps({**summary, "bank_models": ["donor"]}))
+    argv = ["--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS]
     capsys.readouterr()
-    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
+    assert _cli(*argv) == 0
     err = capsys.readouterr().err
-    assert "note: the bank has wide since" in err and "build into a new --out" in err
-    assert _dict_rows(out / "donor.jsonl.gz") == rows  # finished rows untouched
-    assert _cli("--all-pairs", "--models", "donor", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS) == 0
-    assert "note: the bank has" not in capsys.readouterr().err  # the summary now lists both models
+    assert f"note: {len(defaults)} finished kernels" in err and "no candidates from wide" in err
+    assert "--add-donors" in err
+    assert _dict_rows(out / "donor.jsonl.gz") == defaults  # finished rows untouched
+    assert _cli(*argv, "--add-donors") == 0
+    assert "candidates of new donors added to" in capsys.readouterr().err
+    rows = _dict_rows(out / "donor.jsonl.gz")
+    assert [r for r in rows if r["match"] == "default"] == defaults
+    kernels = [r["target_kernel"] for r in rows]
+    assert kernels == sorted(kernels, key=kernels.index)  # each kernel's rows stay together
+    added = [r for r in rows if r["match"] != "default"]
+    assert added and {r["source_model"] for r in added} == {"wide"}
+    assert len(added) == len([r for r in full if r["match"] != "default"])  # the same pool a full build drew
+    donors = json.loads((out / "donors.json").read_text())
+    assert donors["earlier_kernels"] == ["donor"] and donors["kernels"]["donor"] == {r["target_kernel"]: ["wide"] for r in defaults}
+    assert _cli(*argv, "--add-donors") == 0
+    assert "note:" not in capsys.readouterr().err and _dict_rows(out / "donor.jsonl.gz") == rows
+    assert _cli("--model", "zoo:x", "--add-donors") == 2
+    assert "use it with --all-pairs" in capsys.readouterr().err
 
 
 def test_remeasure_measures_again_only_the_kernels_with_that_status(bank2, donor_matrix, tmp_path, capsys):

@@ -40,6 +40,17 @@ class RowFile:
         self.by_kernel[choice.kernel.name] = rows
         write_rows(self.path, self.rows)
 
+    def extend(self, choice: KernelChoice, model: str, tuned_best_s: float | None = None) -> int:
+        """Add the candidate rows of `choice` (its default row left out) after the rows its kernel has, and
+        save the file; returns how many were added."""
+        name = choice.kernel.name
+        new = [r for r in kernel_rows(choice, model, tuned_best_s=tuned_best_s) if not r.is_default]
+        last = max(i for i, r in enumerate(self.rows) if r.target_kernel == name)
+        self.rows[last + 1:last + 1] = new
+        self.by_kernel[name] = self.by_kernel[name] + new
+        write_rows(self.path, self.rows)
+        return len(new)
+
 
 def drive(items: Iterable[T], rows: RowFile, model: str, name: Callable[[T], str],
           step: Callable[[T], KernelChoice], resume: Callable[[T, list[CandidateRow]], KernelChoice | None],

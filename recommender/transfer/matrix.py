@@ -5,6 +5,10 @@ same-class kernel of the other bank models (capped per kernel, spread across sou
 checked and measured beside the kernel's default schedule. The rows (`rows.CandidateRow`) go to
 `<out>/<M>.jsonl.gz`, rewritten atomically after every kernel: a killed run resumes at the first kernel
 whose rows are missing. This is the data rankers learn from.
+
+`<out>/donors.json` records, per kernel, the bank models its candidates were drawn from. A bank that has
+gained models since leaves finished kernels without them as donors: `add_donors` replays and measures the
+new donors' candidates onto those kernels (up to the cap) and adds their rows, instead of a rebuild.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..bank import BankError, locked
+from ..bank import BankError, locked, wait_while_paused
 from ..candidates import BankIndex
 from ..fileio import atomic_write_json, display_path, read_json
 from ..kernels import kernel_from_mod
@@ -20,7 +24,9 @@ from ..measure import MeasureSettings, Measurer
 from ..target import TargetSpec
 from ..transfer_data import read_rows, summarize
 from .driver import RowFile, drive
-from .kernel import transfer_kernel
+from .kernel import find_candidates, measure_kernel, transfer_kernel
+
+DONORS_FILE = "donors.json"  # {target model: {kernel: [bank models its candidates were drawn from]}}
 
 
 def matrix_file(out_dir: Path, model: str) -> Path:
@@ -29,10 +35,11 @@ def matrix_file(out_dir: Path, model: str) -> Path:
 
 def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
               models: list[str] | None = None, settings: MeasureSettings | None = None,
-              anchor_fallback: bool = True, remeasure: tuple[str, ...] = (),
+              anchor_fallback: bool = True, remeasure: tuple[str, ...] = (), add_donors: bool = False,
               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
-    Kernels with a candidate whose status is in `remeasure` are measured again."""
+    Kernels with a candidate whose status is in `remeasure` are measured again. With `add_donors`, finished
+    kernels whose donors lack bank models added since get those models' candidates measured and added."""
     from ..tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
@@ -47,22 +54,30 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
         _check_math(out_dir, settings_json["fast_math"])
-        _note_new_donors(out_dir, index.models, log)
+        donors = Donors(out_dir, index.models)
         with Measurer(target.config, settings) as measurer:
+            lacking = {}
             for model in models or index.models:
                 rows = RowFile(matrix_file(out_dir, model), remeasure, log)
+                lacking[model] = donors.lacking(model, [bk.name for bk in index.kernels[model]
+                                                        if bk.name in rows.by_kernel])
+                if add_donors and lacking[model]:
+                    _add_donors(model, lacking.pop(model), rows, index, donors, measurer, tt, top_n, cap,
+                                anchor_fallback, bank_dir, log)
                 todo = [bk for bk in index.kernels[model] if bk.name not in rows.by_kernel]
                 if not todo:
                     continue
                 t0 = time.time()
-                for _ in drive(todo, rows, model, name=lambda bk: bk.name,
-                               step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight), index,
-                                                               measurer, tt, top_n, (model,), cap, anchor_fallback,
-                                                               conv_rules=False),  # donors only: the rankers' data
-                               resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
-                               tuned_best_s=lambda bk: bk.best_s, log=log):
-                    pass
+                for choice in drive(todo, rows, model, name=lambda bk: bk.name,
+                                    step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight),
+                                                                    index, measurer, tt, top_n, (model,), cap,
+                                                                    anchor_fallback,
+                                                                    conv_rules=False),  # donors only: rankers' data
+                                    resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
+                                    tuned_best_s=lambda bk: bk.best_s, log=log):
+                    donors.record(model, choice.kernel.name, [m for m in index.models if m != model])
                 log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {rows.path}")
+            _note_lacking(lacking, out_dir, log)
     rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
     summary = {"bank": display_path(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
                "cap": cap, "anchor_fallback": anchor_fallback, "measurer": settings_json, "rows": len(rows),
@@ -71,17 +86,88 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     return summary
 
 
-def _note_new_donors(out_dir: Path, bank_models: list[str], log) -> None:
-    """A matrix resumes per kernel: where the bank gained models since it was built, the kernels it already
-    holds keep rows without those donors. Said in one line, so that a rebuild is a choice."""
-    path = out_dir / "summary.json"
-    if not path.exists():
+class Donors:
+    """`<out>/donors.json`: which bank models each finished kernel's candidates were drawn from. Kernels
+    finished before the file existed drew from the models the matrix's summary.json listed then (the bank
+    when the matrix was last built; the whole bank where there was no summary), kept in the file as
+    `earlier_kernels`, since the summary is rewritten at the end of every run."""
+
+    def __init__(self, out_dir: Path, bank_models: list[str]) -> None:
+        self.path = out_dir / DONORS_FILE
+        self.bank_models = bank_models
+        if self.path.exists():
+            data = read_json(self.path, error=BankError)
+            if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict):
+                raise BankError(f"corrupt {self.path}: expected {{\"earlier_kernels\": [...], \"kernels\": {{...}}}}; "
+                                f"remove it to take every finished kernel as drawn from the bank's models")
+        else:
+            summary = out_dir / "summary.json"
+            earlier = read_json(summary, error=BankError).get("bank_models") if summary.exists() else None
+            data = {"earlier_kernels": earlier or list(bank_models), "kernels": {}}
+        self.earlier: list[str] = data.get("earlier_kernels") or list(bank_models)
+        self.by_model: dict[str, dict[str, list[str]]] = data["kernels"]
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_json(str(self.path), {"earlier_kernels": self.earlier, "kernels": self.by_model})
+
+    def drawn_from(self, model: str, kernel: str) -> list[str]:
+        return self.by_model.get(model, {}).get(kernel, [m for m in self.earlier if m != model])
+
+    def lacking(self, model: str, kernels: list[str]) -> dict[str, list[str]]:
+        """Per finished kernel of `model`, the bank models (itself left out) it has not drawn donors from."""
+        out = {}
+        for k in kernels:
+            new = [m for m in self.bank_models if m != model and m not in self.drawn_from(model, k)]
+            if new:
+                out[k] = new
+        return out
+
+    def record(self, model: str, kernel: str, drawn_from: list[str]) -> None:
+        self.by_model.setdefault(model, {})[kernel] = sorted(drawn_from)
+        self._save()
+
+
+def _add_donors(model: str, lacking: dict[str, list[str]], rows: RowFile, index: BankIndex, donors: Donors,
+                measurer: Measurer, tt: object, top_n: int, cap: int | None, anchor_fallback: bool, bank_dir: Path,
+                log) -> None:
+    """Measure the candidates of the donors each finished kernel lacks (at most the room its cap leaves) and
+    add their rows after the kernel's; its default row stays the first session's. The default is measured
+    again, and a drift of more than 10% between the sessions is said."""
+    from tqdm import tqdm
+    t0, added = time.time(), 0
+    by_name = {bk.name: bk for bk in index.kernels[model]}
+    for name, new in tqdm(list(lacking.items()), desc=f"matrix {model}: new donors", unit="kernel", file=sys.stderr):
+        bk = by_name[name]
+        have = rows.by_kernel[name]
+        room = None if cap is None else cap - sum(not r.is_default for r in have)
+        if room is None or room > 0:
+            wait_while_paused(bank_dir, log)
+            kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
+            exclude = tuple(m for m in index.models if m not in new)
+            found = find_candidates(kernel, index, measurer, tt, top_n, exclude, room, anchor_fallback,
+                                    conv_rules=False)
+            if found.candidates:
+                choice = measure_kernel(found, measurer, tt)
+                old_default = next((r.latency_s for r in have if r.is_default), None)
+                if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
+                    log(f"note: {model}/{name}: its default measured {choice.default_s / old_default:.2f}x the "
+                        f"first session's; the added candidates are timed against this session's machine")
+                added += rows.extend(choice, model, bk.best_s)
+        donors.record(model, name, donors.drawn_from(model, name) + new)
+    log(f"{model}: {added} candidates of new donors added to {len(lacking)} finished kernels in "
+        f"{time.time() - t0:.0f} s -> {rows.path}")
+
+
+def _note_lacking(lacking: dict[str, dict[str, list[str]]], out_dir: Path, log) -> None:
+    """One line where finished kernels lack donors the bank has gained since they were measured."""
+    kernels = sum(len(v) for v in lacking.values())
+    if not kernels:
         return
-    before = read_json(path, error=BankError).get("bank_models", [])
-    new = [m for m in bank_models if m not in before]
-    if new and any(matrix_file(out_dir, m).exists() for m in before):
-        log(f"note: the bank has {', '.join(new)} since {display_path(out_dir)} was built ({len(before)} models): "
-            f"its finished kernels keep their rows, without these donors; build into a new --out to include them")
+    new = sorted({m for v in lacking.values() for ms in v.values() for m in ms})
+    log(f"note: {kernels} finished kernels of {display_path(out_dir)} have no candidates from {', '.join(new)}, "
+        f"which the bank gained since they were measured; rerun with --add-donors to measure theirs, or build "
+        f"into a new --out")
 
 
 def _check_math(out_dir: Path, fast_math: bool) -> None:
