@@ -7,7 +7,8 @@
 # option is not repeated here.)
 #   1. the bank (scripts/tune_bank.sh, SKIP_REFERENCE=1)
 #   2. the transfer matrix: leave-one-model-out replay over the bank (top 3 records per source kernel,
-#      at most 48 candidates per kernel) -> models/<key>/transfer/
+#      at most 48 candidates per kernel) -> models/<key>/transfer/; kernels finished before the bank gained
+#      models get those donors' candidates added (--add-donors)
 #   3. exhaustive replay of the held-out zoo models from the whole bank -> models/<key>/heldout/<model>/
 #   4. the target's rankers, trained on its matrix, and their leave-one-model-out evaluation
 #      -> models/<key>/rankers/
@@ -24,7 +25,7 @@ if [ -z "${SKIP_BANK:-}" ]; then
   SKIP_REFERENCE=1 scripts/tune_bank.sh
 fi
 step transfer matrix
-.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48
+.venv/bin/schedrec replay --all-pairs --top-n 3 --cap 48 --add-donors
 for m in $HELDOUT; do
   if [ ! -f "models/$KEY/heldout/$m/report.json" ]; then
     step "held-out replay $m"
