@@ -61,6 +61,28 @@ class Candidate:
     error: str = ""
 
 
+def other_cpu_note(target_keys: dict[str, str], target_key: str) -> list[str]:
+    """At most one line naming the bank models (model -> the target key it was tuned on) measured on another
+    target than `target_key`."""
+    other: dict[str, list[str]] = defaultdict(list)
+    for m, k in target_keys.items():
+        if k != target_key:
+            other[k].append(m)
+    if not other:
+        return []
+    where = "; ".join(f"{', '.join(ms)} on {k}" for k, ms in sorted(other.items()))
+    n = sum(len(ms) for ms in other.values())
+    return [f"note: {n} bank model{'s were' if n > 1 else ' was'} measured on another CPU than {target_key} "
+            f"({where}): their schedules replay and are checked here, but their ranking by latency may not "
+            f"carry over"]
+
+
+def bank_warnings(bank_dir: Path, target_key: str) -> list[str]:
+    """`other_cpu_note` of a bank folder, from its models' meta files alone (no records read)."""
+    return other_cpu_note({read_meta(f)["model"]: read_meta(f)["target_key"] for f in bank_models(bank_dir)},
+                          target_key)
+
+
 class BankIndex:
     """Valid bank records grouped by kernel class."""
 
@@ -101,20 +123,8 @@ class BankIndex:
                 self.by_anchor[anchor_key(key)].extend(sources)
 
     def warnings(self, target_key: str) -> list[str]:
-        """At most one line: which bank models were measured on another target than `target_key` (leaving out
-        the targets whose folder was already named as the nearest, target_dirs.ANNOUNCED)."""
-        from .target_dirs import ANNOUNCED
-        other: dict[str, list[str]] = defaultdict(list)
-        for m, k in self.target_keys.items():
-            if k != target_key and k not in ANNOUNCED:
-                other[k].append(m)
-        if not other:
-            return []
-        where = "; ".join(f"{', '.join(ms)} on {k}" for k, ms in sorted(other.items()))
-        n = sum(len(ms) for ms in other.values())
-        return [f"note: {n} bank model{'s were' if n > 1 else ' was'} measured on another CPU than {target_key} "
-                f"({where}): their schedules replay and are checked here, but their ranking by latency may not "
-                f"carry over"]
+        """At most one line: which bank models were measured on another target than `target_key`."""
+        return other_cpu_note(self.target_keys, target_key)
 
     def sources_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
                     cap: int | None = None, match: str = CLASS) -> list[SourceSchedule]:

@@ -127,9 +127,17 @@ def _bank_dir(args: argparse.Namespace, target_key: str, kind: str = "bank"):
     return Path(args.bank) if args.bank else repo_models_dir() / target_key / kind
 
 
+def _say_bank_cpu(bank_dir, target_key: str) -> None:
+    """The one line on bank models measured on another CPU than this run's (a --bank of another target's)."""
+    from .candidates import bank_warnings
+    for note in bank_warnings(bank_dir, target_key) if bank_dir.is_dir() else []:
+        print(note, file=sys.stderr)
+
+
 def _donor_dirs(args: argparse.Namespace, target_key: str, recommender: bool = True):
     """(bank, recommender folder or None) for a run that reads them: --bank / --recommender, else this
-    target's own folder, else the nearest target's, named in one line."""
+    target's own folder, else the nearest target's, named in one line (a --bank whose models were tuned on
+    another CPU: that line instead)."""
     from pathlib import Path
 
     from .bank import repo_models_dir
@@ -137,10 +145,13 @@ def _donor_dirs(args: argparse.Namespace, target_key: str, recommender: bool = T
     notes = []
     if args.bank:
         bank = Path(args.bank)
+        _say_bank_cpu(bank, target_key)
     else:
         folder, note = resolve(repo_models_dir(), target_key, "bank")
         bank = folder / "bank"
         notes.append(note)
+        if note is None:  # this CPU's own bank, which may hold models imported from another
+            _say_bank_cpu(bank, target_key)
     rec = None
     if recommender and args.recommender:
         rec = Path(args.recommender)
@@ -265,6 +276,7 @@ def _replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: object
                             "(use --models to restrict the target models)")
     out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / "transfer"
     models = [m for m in (args.models or "").split(",") if m] or None
+    _say_bank_cpu(Path(bank_dir), target.key)
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=models, settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,

@@ -20,9 +20,6 @@ INTEL_CLIENT = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "m
                 "lunarlake", "icelake-client", "tigerlake", "rocketlake", "cannonlake")
 INTEL_SERVER = ("skylake-avx512", "cascadelake", "cooperlake", "icelake-server", "sapphirerapids",
                 "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids")
-# targets whose folders this process already uses in place of this CPU's own, named in resolve's one-line
-# note: later notes (BankIndex.warnings) do not repeat them
-ANNOUNCED: set[str] = set()
 _KEY = re.compile(r"^llvm-(?P<mcpu>.+?)(?:-(?P<cores>\d+)c)?$")
 
 
@@ -78,5 +75,4 @@ def resolve(models_dir: Path, key: str, need: str = "bank") -> tuple[Path, str |
            "same vendor line" if vendor_line(a) == vendor_line(b) else f"another vendor line ({vendor_line(b)})"]
     note = (f"note: no {need} for this CPU ({key}); using the nearest, {best} ({'; '.join(why)}): its schedules "
             f"replay and are checked here, but were ranked by latencies measured there")
-    ANNOUNCED.add(best)
     return models_dir / best, note

@@ -92,3 +92,26 @@ def test_a_cpu_with_its_own_folder_uses_it_and_none_at_all_is_a_clear_error(tmp_
     assert resolve(tmp_path, "llvm-znver5-2c") == (tmp_path / "llvm-znver5-2c", None)
     with pytest.raises(SchedrecError, match="no rankers for llvm-znver5-2c, and no other target has one"):
         resolve(tmp_path, "llvm-znver5-2c", "rankers")
+
+
+def test_a_run_names_the_bank_it_uses_and_its_cpu_in_one_line(tmp_path, monkeypatch, capsys):
+    """The nearest target's bank: resolve's line only; the same bank passed as --bank: the line on its models'
+    CPU instead; this CPU's own bank: nothing."""
+    import argparse
+    import shutil
+
+    from recommender.bank import repo_models_dir
+    from recommender.cli import _donor_dirs
+    shipped = repo_models_dir() / "llvm-znver3-2c" / "bank" / "bert_tiny"
+    models = tmp_path / "models"
+    shutil.copytree(shipped, models / "llvm-znver3-2c" / "bank" / "bert_tiny")
+    monkeypatch.setattr("recommender.bank.repo_models_dir", lambda: models)
+    bank, _ = _donor_dirs(argparse.Namespace(bank=None, recommender=None), "llvm-znver5-2c", recommender=False)
+    assert bank == models / "llvm-znver3-2c" / "bank"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("note: no bank for this CPU (llvm-znver5-2c); using the nearest, llvm-znver3-2c")
+    _donor_dirs(argparse.Namespace(bank=str(bank), recommender=None), "llvm-znver5-2c", recommender=False)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "1 bank model was measured on another CPU than llvm-znver5-2c (bert_tiny on llvm-znver3-2c)" in line
+    _donor_dirs(argparse.Namespace(bank=None, recommender=None), "llvm-znver3-2c", recommender=False)
+    assert capsys.readouterr().err == ""

@@ -49,8 +49,6 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     unknown = [m for m in models or [] if m not in index.models]
     if unknown:
         raise BankError(f"not in the bank at {bank_dir}: {', '.join(unknown)} (bank models: {', '.join(index.models)})")
-    for w in index.warnings(target.key):
-        log(w)
     with locked(out_dir, "transfer matrix"):
         settings_json = (settings or MeasureSettings()).to_json()
         _check_math(out_dir, settings_json["fast_math"])

@@ -2,7 +2,6 @@
 the database, time the compiled model, and total the kernels' figures for the report."""
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +37,8 @@ class ModelRun:
 def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = (),
                pack_weights: bool = False) -> ModelRun:
     """Import the model (its weights marked layout-free with `pack_weights`), extract its kernels and read
-    the bank; the model's own records are never donors."""
+    the bank; the model's own records are never donors. Which CPU the bank was measured on is the caller's
+    to say (`candidates.bank_warnings`; the CLI says it once, with the bank's choice)."""
     from ..tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
@@ -49,8 +49,6 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
     if not index.models:
         raise BankError(f"the bank at {bank_dir} holds no model")
     exclude = tuple(sorted(set(exclude_models) | {model.name}))
-    for w in index.warnings(target.key):
-        print(w, file=sys.stderr)
     return ModelRun(spec, target, tt, model, kernels, index, exclude, time.perf_counter() - t0)
 
 
