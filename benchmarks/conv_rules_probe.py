@@ -1,13 +1,15 @@
-"""How fast are the conv rule's register tiles against the best transferred donor, and PyTorch?
+"""How fast are the conv (or matmul) rule's register tiles against the best transferred donor, and PyTorch?
 
 For the heaviest conv kernels of a model, the register tiles of `recommender.conv_rules` (with --all-tiles,
 more shapes than the rule keeps) are built, checked against the unscheduled kernel and measured, side by
 side with the fastest donor schedule the model's latency run measured (its trace replayed from
 models/<target>/latency/<model>/candidates.jsonl.gz, where this target has one) and with PyTorch's conv on the same shapes; GFLOP/s
-against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json).
+against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json). With --rule matmul, the
+same for the heaviest matmul and batch_matmul kernels and `recommender.matmul_rules`.
 
-    python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles]
-writes benchmarks/results/<target-key>/conv_rules.json and .md; keep the machine otherwise idle.
+    python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles] [--rule matmul]
+writes benchmarks/results/<target-key>/conv_rules.json and .md (matmul_rules.* with --rule matmul); keep the
+machine otherwise idle.
 """
 from __future__ import annotations
 
@@ -35,6 +37,21 @@ def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[
             for tc, th in shapes if channels % tc == 0 and height % th == 0]
 
 
+def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int]]:
+    """Every register tile of the matmul rule's shapes for `lanes` that fits the output, with every K block."""
+    from recommender import matmul_rules as mr
+    return [(tm, nv, lanes, kb) for tm, nv in mr.TILE_SHAPES[lanes] if rows % tm == 0 and columns % (nv * lanes) == 0
+            for kb in mr.K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
+
+
+def rule_kinds() -> dict:
+    """Per --rule: (rule module, kernel class prefixes, its output shape, its own tiles, every tile, torch op)."""
+    from recommender import conv_rules, matmul_rules
+    return {"conv": (conv_rules, ("conv2d/",), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
+            "matmul": (matmul_rules, ("matmul/", "batch_matmul/"), matmul_rules.matmul_output,
+                       matmul_rules.matmul_tiles, all_matmul_tiles, "matmul")}
+
+
 def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | None, str]:
     """The trace of the fastest transferred (donor) schedule the model's latency run measured for `kernel`
     (rule-built and design-space rows left out), and its source; (None, "none") if no donor was measured."""
@@ -57,7 +74,6 @@ def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
     from results_dir import results_dir
 
-    from recommender import conv_rules
     from recommender.kernels import extract_kernels
     from recommender.measure import Measurer
     from recommender.model_import import import_model
@@ -68,7 +84,10 @@ def main() -> None:
     ap.add_argument("--models", default="vgg16,resnet50")
     ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
     ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
+    ap.add_argument("--rule", choices=("conv", "matmul"), default="conv")
     args = ap.parse_args()
+    rule, prefixes, output_of, own_tiles, every_tile, torch_op = rule_kinds()[args.rule]
+    name = f"{args.rule}_rules"
     target = parse_target(args.target)
     tt = target.tvm()
     lanes = float32_lanes(tt)
@@ -79,33 +98,35 @@ def main() -> None:
            "threads": threads, "lanes": lanes, "all_tiles": args.all_tiles, "kernels": []}
     with Measurer(target.config) as measurer:
         for model in args.models.split(","):
-            kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt) if k.class_key.startswith("conv2d/")]
+            kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt)
+                       if k.class_key.startswith(prefixes)]
+            if args.rule == "matmul":  # a transformer's kernels come in graph order: the heaviest first
+                kernels.sort(key=lambda k: -k.total_flops)
             for k in kernels[:args.kernels]:
-                shape = conv_rules.conv_output(k.mod)
-                tiles = (all_tiles(*shape, lanes) if args.all_tiles else conv_rules.conv_tiles(*shape, lanes=lanes)
-                         ) if shape else []
-                scheds = conv_rules.rule_schedules(k.mod, tiles)
+                shape = output_of(k.mod)
+                tiles = (every_tile(*shape, lanes) if args.all_tiles else own_tiles(*shape, lanes=lanes)) if shape else []
+                scheds = rule.rule_schedules(k.mod, tiles)
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
                 trace, source = best_donor_trace(target.key, model, k.name)
                 donor = [apply_replayed(trace, k.mod, tt).mod] if trace else []
                 results = measurer.measure(donor + mods, reference=k.mod)
-                t_torch = torch_seconds("conv2d", [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
+                t_torch = torch_seconds(torch_op, [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
                 gf = lambda s: round(k.flops / s / 1e9, 1) if s else None  # noqa: E731
                 row = {"model": model, "kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 3),
                        "shapes": [list(s) for s, _ in k.args[:2]], "donor_source": source,
                        "donor_gflops": gf(results[0].median) if donor and results[0].ok else None,
-                       "rule_tiles": [list(t) for t in conv_rules.conv_tiles(*shape, lanes=lanes)] if shape else [],
+                       "rule_tiles": [list(t) for t in own_tiles(*shape, lanes=lanes)] if shape else [],
                        "pytorch_gflops": gf(t_torch),
                        "tiles": [{"tile": list(t), "ok": r.ok, "gflops": gf(r.median) if r.ok else None,
                                   "error": "" if r.ok else r.error[:200]}
                                  for t, r in zip(tiles, results[len(donor):])]}
                 out["kernels"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-                atomic_write_json(str(res / "conv_rules.json"), out)
-    lines = [f"# Conv rule tiles against the best transferred donor and PyTorch ({target.key}, {out['cpu']}, "
-             f"{threads} threads, {out['date']})", "",
+                atomic_write_json(str(res / f"{name}.json"), out)
+    lines = [f"# {args.rule.capitalize()} rule tiles against the best transferred donor and PyTorch ({target.key}, "
+             f"{out['cpu']}, {threads} threads, {out['date']})", "",
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
-             f"{' --all-tiles' if args.all_tiles else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
              f"{out['peak_gflops']} GFLOP/s.", "",
              "| model | kernel | shapes | best donor GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]
@@ -116,8 +137,8 @@ def main() -> None:
         lines.append(f"| {r['model']} | {r['kernel'][:36]} | {' '.join('x'.join(map(str, s)) for s in r['shapes'])} | "
                      f"{r['donor_gflops']} ({r['donor_source'][:40]}) | {best['tile'] if best else '-'} | "
                      f"{best['gflops'] if best else '-'} | {own if own is not None else '-'} | {r['pytorch_gflops']} |")
-    atomic_write_text(str(res / "conv_rules.md"), "\n".join(lines) + "\n")
-    print(f"wrote {res / 'conv_rules.json'} and .md", file=sys.stderr)
+    atomic_write_text(str(res / f"{name}.md"), "\n".join(lines) + "\n")
+    print(f"wrote {res / name}.json and .md", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def coverage(spec: str, target, index, measurer, cap: int) -> dict:
             out["class"] += share
         if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR):
             out["donor"] += share
-        found = find_candidates(k, index, measurer, tt, top_n=1, exclude_models=(), cap=cap, conv_rules=False)
+        found = find_candidates(k, index, measurer, tt, top_n=1, exclude_models=(), cap=cap, tile_rules=False)
         if found.valid:
             out["replayed"] += share
         else:

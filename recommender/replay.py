@@ -256,12 +256,19 @@ def rule_schedules(mod: object, target: object) -> list[Replayed]:
     return _postprocessed(loop_rules.rule_schedules(mod), mod, target)
 
 
-def conv_rule_schedules(mod: object, target: object) -> list[Replayed]:
-    """The register-tile schedules of `recommender.conv_rules` for `mod` ([] if it is not a conv they
+TILE_RULES = ("conv", "matmul")  # recommender.conv_rules, recommender.matmul_rules
+
+
+def tile_rule_schedules(mod: object, target: object, rule: str = "conv") -> list[Replayed]:
+    """The register-tile schedules of `recommender.<rule>_rules` for `mod` ([] if it is not a kernel they
     apply to), postprocessed and checked like a replayed candidate; the tiles fit `target`'s vectors."""
-    from . import conv_rules
+    import importlib
+
     from .target import float32_lanes
-    return _postprocessed(conv_rules.rule_schedules(mod, lanes=float32_lanes(target)), mod, target)
+    if rule not in TILE_RULES:
+        raise ValueError(f"unknown tile rule {rule!r}; one of {', '.join(TILE_RULES)}")
+    module = importlib.import_module(f"recommender.{rule}_rules")
+    return _postprocessed(module.rule_schedules(mod, lanes=float32_lanes(target)), mod, target)
 
 
 def _postprocessed(schedules: list[object], mod: object, target: object) -> list[Replayed]:
@@ -274,11 +281,12 @@ def _postprocessed(schedules: list[object], mod: object, target: object) -> list
     return out
 
 
-def conv_rules_isolated(measurer: object, mod: object, timeout_s: float = 300.0) -> list[Replayed]:
-    """conv_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
+def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv",
+                        timeout_s: float = 300.0) -> list[Replayed]:
+    """tile_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
     import tvm
-    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config}
-    out = _in_worker(measurer, "recommender.replay:conv_rules_serialized", kwargs, timeout_s)
+    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule}
+    out = _in_worker(measurer, "recommender.replay:tile_rules_serialized", kwargs, timeout_s)
     return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
 
 
@@ -291,10 +299,10 @@ def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) 
         return []
 
 
-def conv_rules_serialized(mod_json: str, target_config: dict) -> list[dict]:
-    """The worker side of conv_rules_isolated."""
+def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv") -> list[dict]:
+    """The worker side of tile_rules_isolated."""
     import tvm
-    built = conv_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)))
+    built = tile_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule)
     return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)} for r in built]
 
 

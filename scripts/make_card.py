@@ -183,7 +183,7 @@ def latency_summary(lat: dict) -> str:
              if "flop_share_chosen_rule" in (r.get("schedrec") or {})}
     if ruled:
         shares = ", ".join(f"{n} {100 * v:.0f}%" for n, v in sorted(ruled.items(), key=lambda kv: -kv[1]))
-        text += (f" Share of the FLOPs whose chosen schedule a rule built (the conv rule, the loop rules), on the "
+        text += (f" Share of the FLOPs whose chosen schedule a rule built (the conv, matmul and loop rules), on the "
                  f"{len(ruled)} rows searched since the runs recorded it: {shares}.")
     return text
 

@@ -41,14 +41,14 @@ def test_avx512_tiles_keep_16_accumulators_of_up_to_16_columns():
 
 
 def test_the_tile_follows_the_targets_vector_registers():
-    from recommender.replay import conv_rule_schedules
+    from recommender.replay import tile_rule_schedules
     from recommender.target import float32_lanes, parse_target
     avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver5", "num-cores": 2}').tvm()
     assert (float32_lanes(avx2), float32_lanes(avx512)) == (8, 16)
     mod = _conv_bias_relu(co=64, hw=56)
-    narrow = [r.mod.script() for r in conv_rule_schedules(mod, avx2)]
-    wide = [r.mod.script() for r in conv_rule_schedules(mod, avx512)]
+    narrow = [r.mod.script() for r in tile_rule_schedules(mod, avx2)]
+    wide = [r.mod.script() for r in tile_rule_schedules(mod, avx512)]
     assert len(narrow) == len(wide) == 4
     assert all("T.vectorized(14)" not in s for s in narrow) and sum("T.vectorized(8)" in s for s in narrow) == 2
     assert sum("T.vectorized(14)" in s for s in wide) == 2 and sum("T.vectorized(8)" in s for s in wide) == 2
@@ -56,10 +56,10 @@ def test_the_tile_follows_the_targets_vector_registers():
 
 
 def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
-    from recommender.replay import conv_rule_schedules
+    from recommender.replay import tile_rule_schedules
     from recommender.target import parse_target
     mod = _conv_bias_relu()
-    rules = conv_rule_schedules(mod, parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm())
+    rules = tile_rule_schedules(mod, parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm())
     assert len(rules) == 2  # 28 columns: 7 wide, as 8 x 1 and 4 x 2 tiles (28 rows split in 2)
     script = rules[0].mod.script()
     # (channel tile, row) pairs in parallel: 32 / 8 x 28 rows; the padding parallel over its 16 x 30 rows
@@ -72,13 +72,13 @@ def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
 def test_strided_and_depthwise_convs_get_no_rule(target):
     from tvm import te, topi
 
-    from recommender.replay import conv_rule_schedules
-    assert conv_rule_schedules(_conv_bias_relu(stride=2), target.tvm()) == []  # columns read with a stride
+    from recommender.replay import tile_rule_schedules
+    assert tile_rule_schedules(_conv_bias_relu(stride=2), target.tvm()) == []  # columns read with a stride
     x = te.placeholder((1, 32, 28, 28), name="x")
     w = te.placeholder((32, 1, 3, 3), name="w")
     import tvm
     dw = te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nchw(x, w, 1, 1, 1)])
-    assert conv_rule_schedules(tvm.IRModule({"main": dw.with_attr("global_symbol", "main")}), target.tvm()) == []
+    assert tile_rule_schedules(tvm.IRModule({"main": dw.with_attr("global_symbol", "main")}), target.tvm()) == []
 
 
 @pytest.mark.slow
@@ -87,10 +87,10 @@ def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_i
     selection, with the output check against the unscheduled conv; on 32 -> 64 channels at 56 x 56 they
     beat one thread of plain loops by far (21-24x measured here)."""
     from recommender.kernels import kernel_from_mod
-    from recommender.transfer.kernel import CONV_RULE, FoundCandidates, conv_rule_candidates, measure_kernel
+    from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
     kernel = kernel_from_mod("conv", _conv_bias_relu(ci=32, co=64, hw=56))
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
-        cands = conv_rule_candidates(kernel, m)
+        cands = tile_rule_candidates(kernel, m)
         assert [c.source.model for c in cands] == [CONV_RULE] * 4 and all(c.source.match == SAMPLED for c in cands)
         choice = measure_kernel(FoundCandidates(kernel, cands, SAMPLED, 0.0), m, target.tvm(), selected=[])
     rows = [r for r in choice.rows if r.source_model == CONV_RULE]

@@ -217,7 +217,7 @@ def format_report(report: dict) -> str:
         f"{t.get('kernels_short_tuned', 0)} of them by a short search)",
         f"- {t.get('kernels_default', '?')} kernels run their default (unscheduled) version: "
         f"{_pct(t.get('time_share_default'))} of the kernels' measured time; "
-        f"{t.get('kernels_chosen_rule', 0)} kernels chose a rule-built schedule (loop or conv rule: "
+        f"{t.get('kernels_chosen_rule', 0)} kernels chose a rule-built schedule (a loop, conv or matmul rule: "
         f"{_pct(t.get('flop_share_chosen_rule', 0.0))} of the FLOPs)", "",
         "| search s | replay | featurize | predict | build (wall) | build (CPU, summed) | run | final compile |",
         "|---|---|---|---|---|---|---|---|",

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, replace
 
 from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
-from ..conv_rules import MIN_FLOPS as CONV_RULE_MIN_FLOPS
+from ..conv_rules import MIN_FLOPS as TILE_RULE_MIN_FLOPS
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..replay import apply_replayed, conv_rules_isolated, sample_isolated
+from ..replay import apply_replayed, sample_isolated, tile_rules_isolated
 from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_chosen, tally
 from .short_tune import short_tune
@@ -24,7 +24,11 @@ from .short_tune import short_tune
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
 LOOP_RULE = "(loop rule)"  # the source model of SAMPLED candidates built by recommender.loop_rules
 CONV_RULE = "(conv rule)"  # the source model of SAMPLED candidates built by recommender.conv_rules
-RULES = (LOOP_RULE, CONV_RULE)  # rule-built candidates: measured beside the default whatever the selection
+MATMUL_RULE = "(matmul rule)"  # ... by recommender.matmul_rules
+RULES = (LOOP_RULE, CONV_RULE, MATMUL_RULE)  # rule-built candidates: measured beside the default whatever the selection
+# kernel class prefix -> (the tile rule for it, the source model of its candidates)
+TILE_RULE_CLASSES = {"conv2d/": ("conv", CONV_RULE), "matmul/": ("matmul", MATMUL_RULE),
+                     "batch_matmul/": ("matmul", MATMUL_RULE)}
 
 
 @dataclass
@@ -50,13 +54,14 @@ class FoundCandidates:
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
                     samples: int = 0, min_class_models: int = 2, tune_trials: int = 0,
-                    conv_rules: bool = True) -> FoundCandidates:
+                    tile_rules: bool = True) -> FoundCandidates:
     """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker): its
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
     replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
     (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws. A conv kernel of
-    2 MFLOP or more also gets the conv rule's register tiles (`conv_rule_candidates`) after its donors."""
+    2 MFLOP or more also gets the conv rule's register tiles after its donors, a matmul or batch matmul the
+    matmul rule's (`tile_rule_candidates`)."""
     t0 = time.perf_counter()
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
@@ -75,20 +80,25 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:
             cands, match = cands + drawn, SAMPLED
-    if conv_rules and kernel.class_key.startswith("conv2d/") and kernel.flops >= CONV_RULE_MIN_FLOPS:
-        tiles = conv_rule_candidates(kernel, measurer)
+    if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS:
+        tiles = tile_rule_candidates(kernel, measurer)
         if tiles:
             cands = cands + tiles
             match = kernel_match((c.source.match, c.status == OK) for c in cands)
     return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
 
 
-def conv_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
-    """The conv rule's schedules of the kernel as candidates (source CONV_RULE, match SAMPLED, rank the
-    tile's index); none where the rule does not apply (a strided or grouped conv, say)."""
-    return [Candidate(SourceSchedule(CONV_RULE, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
+def tile_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
+    """The schedules of the tile rule of the kernel's class (TILE_RULE_CLASSES) as candidates (source the
+    rule's, match SAMPLED, rank the tile's index); none where no rule applies (a strided or grouped conv, a
+    matmul whose right operand is transposed, say)."""
+    rule = next((v for prefix, v in TILE_RULE_CLASSES.items() if kernel.class_key.startswith(prefix)), None)
+    if rule is None:
+        return []
+    name, source = rule
+    return [Candidate(SourceSchedule(source, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
                                      match=SAMPLED), r, OK)
-            for i, r in enumerate(conv_rules_isolated(measurer, kernel.mod))]
+            for i, r in enumerate(tile_rules_isolated(measurer, kernel.mod, name))]
 
 
 def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
@@ -170,9 +180,9 @@ def choose(found: FoundCandidates, default: object | None, by_index: dict[int, o
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
-                    conv_rules: bool = True) -> KernelChoice:
-    """Exhaustive replay of one kernel: replay, check and measure every candidate (the conv rule's too,
-    unless `conv_rules` is False); choose the fastest, default included."""
+                    tile_rules: bool = True) -> KernelChoice:
+    """Exhaustive replay of one kernel: replay, check and measure every candidate (the tile rules' too,
+    unless `tile_rules` is False); choose the fastest, default included."""
     found = find_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback,
-                            conv_rules=conv_rules)
+                            tile_rules=tile_rules)
     return measure_kernel(found, measurer, target)

@@ -70,7 +70,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
                                     step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight),
                                                                     index, measurer, tt, top_n, (model,), cap,
                                                                     anchor_fallback,
-                                                                    conv_rules=False),  # donors only: rankers' data
+                                                                    tile_rules=False),  # donors only: rankers' data
                                     resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
                                     tuned_best_s=lambda bk: bk.best_s, log=log):
                     donors.record(model, choice.kernel.name, [m for m in index.models if m != model])
@@ -144,7 +144,7 @@ def _add_donors(model: str, lacking: dict[str, list[str]], rows: RowFile, index:
             kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
             exclude = tuple(m for m in index.models if m not in new)
             found = find_candidates(kernel, index, measurer, tt, top_n, exclude, room, anchor_fallback,
-                                    conv_rules=False)
+                                    tile_rules=False)
             if found.candidates:
                 choice = measure_kernel(found, measurer, tt)
                 old_default = next((r.latency_s for r in have if r.is_default), None)

@@ -1,0 +1,136 @@
+"""Rule-built schedules for matmuls whose right operand is row-major [.., K, N]: a register tile of rows x
+vectors of columns.
+
+A transformer's dense layers (`matmul/s2r1`, X[M, K] by W[K, N]) and attention products
+(`batch_matmul/s3r1`) reach about 40% of the FMA peak with the schedules their 64-trial search found.
+The rule writes the micro-kernel directly: for every k, `tm` values of X are broadcast and multiplied
+into `tm x nv` accumulators of one vector of W's row k each, so the accumulators stay in registers over
+the whole reduction and W is read as contiguous vectors (no packing). The loop over column tiles is
+outside the loop over row tiles, so that one column panel of W (K x tn floats) stays in the L2 cache while
+every row tile passes over it; both are fused into one parallel loop. The epilogue (bias add, GELU, a
+residual add) is computed per tile while it is in cache.
+
+Where K is deep, the reduction is cut into blocks of W's panel (K_BLOCKS), each passed over by every row
+tile before the next, the accumulators then stored and reloaded between blocks. The tile follows the
+target's vector registers (`target.float32_lanes`): with AVX2's 16 registers of 8 floats, up to 12
+accumulators; with AVX-512's 32 registers of 16 floats, up to 24. It applies to a
+matmul block whose iterators are batch spatial loops, then M, N and one reduction, reading its right
+operand at [.., k, n]; `rule_schedules` gives one schedule per tile that fits, or none. Like every
+candidate, each is checked against the unscheduled kernel and measured.
+"""
+from __future__ import annotations
+
+from .conv_rules import _parallel_root, _vectorize_innermost
+from .loop_rules import _extent
+
+# (rows, vectors of columns) of the register tile, preferred first, by float32 lanes of the target's vectors
+TILE_SHAPES = {8: ((6, 2), (4, 3), (8, 1), (4, 2), (2, 2), (1, 2)),
+               16: ((6, 4), (8, 3), (4, 4), (4, 2), (2, 2), (1, 2))}
+# rows of W's column panel per block of the reduction (0: the whole of K). Unblocked, a 3072-deep panel walks
+# 3072 rows of W, a page apart, per row tile: 88 GFLOP/s on distilbert's 128x3072x768 matmul against 240
+# with blocks of 256 (the same tile, llvm-rocketlake-2c, benchmarks/results/<key>/matmul_rules.md)
+K_BLOCKS = (0, 128, 256)
+MIN_FLOPS = 2e6  # smaller matmuls get no rule candidates (as conv_rules)
+
+
+def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tuple[int, int, int, int]]:
+    """Register tiles (rows, vectors, lanes, K block) for an M x N output of a K-deep reduction on a target
+    with `lanes` float32 lanes: the first shape whose rows divide M and whose vectors of `lanes` columns divide
+    N, with each K block of K_BLOCKS that divides K (and is shorter), and the second shape with blocks of 128."""
+    if lanes not in TILE_SHAPES:
+        raise ValueError(f"matmul tiles are defined for 8 or 16 float32 lanes, not {lanes}")
+    shapes = [(tm, nv) for tm, nv in TILE_SHAPES[lanes] if rows % tm == 0 and columns % (nv * lanes) == 0]
+    blocks = [kb for kb in K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
+    out = [(*shapes[0], lanes, kb) for kb in blocks] if shapes else []
+    if len(shapes) > 1:
+        out.append((*shapes[1], lanes, 128 if 128 in blocks else 0))
+    return out
+
+
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
+    """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
+    (`matmul_tiles` of the output by default); [] where `mod` is not a matmul the rule applies to."""
+    from tvm.s_tir import Schedule
+    shape = matmul_output(mod)
+    if shape is None:
+        return []
+    out = []
+    for tile in tiles if tiles is not None else matmul_tiles(*shape, lanes=lanes):
+        sch = Schedule(mod, debug_mask="all")
+        try:
+            _tile(sch, tile)
+        except Exception:  # a primitive refused this kernel (an epilogue that does not inline, say)
+            continue
+        out.append(sch)
+    return out
+
+
+def matmul_output(mod: object) -> tuple[int, int, int] | None:
+    """(rows, columns, depth) of the kernel's matmul, None if the kernel is not a rule's matmul."""
+    from tvm.s_tir import Schedule
+    sch = Schedule(mod)
+    block = _matmul_block(sch)
+    if block is None:
+        return None
+    extents = [_extent(sch, lp) for lp in sch.get_loops(block)]
+    if 0 in extents:
+        return None
+    return extents[-3], extents[-2], extents[-1]
+
+
+def _matmul_block(sch: object) -> object | None:
+    """The kernel's one matmul block at the root (spatial iterators, then one reduction) whose right operand
+    is read at [.., k, n], else None."""
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    found = [b for b in blocks if sch.get(b).name_hint.startswith("matmul")]
+    if len(found) != 1:
+        return None
+    block = sch.get(found[0])
+    kinds = [int(iv.iter_type) for iv in block.iter_vars]
+    if len(kinds) < 3 or kinds[-1] != 2 or any(k != 0 for k in kinds[:-1]):
+        return None
+    if len(sch.get_loops(found[0])) != len(kinds) or len(block.reads) != 2:
+        return None
+    n, k = block.iter_vars[-2].var, block.iter_vars[-1].var
+    right = block.reads[1].region
+    if len(right) < 2 or not _is_var(right[-1].min, n) or not _is_var(right[-2].min, k):
+        return None
+    return found[0]
+
+
+def _is_var(expr: object, var: object) -> bool:
+    return hasattr(expr, "same_as") and expr.same_as(var)
+
+
+def _tile(sch: object, tile: tuple[int, int, int, int]) -> None:
+    tm, nv, lanes, kb = tile
+    block = _matmul_block(sch)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(block))))
+    producers, consumers = blocks[:at], blocks[at + 1:]
+    for b in consumers[:-1]:  # the epilogue into one block: bias, GELU, residual add
+        sch.compute_inline(b)
+    out = consumers[-1] if consumers else sch.cache_write(block, 0, "global")
+    *batch, m, n, k = sch.get_loops(block)
+    m_o, m_i = sch.split(m, [None, tm])
+    n_o, n_v, n_l = sch.split(n, [None, nv, lanes])
+    blocked = kb and _extent(sch, k) > kb and _extent(sch, k) % kb == 0
+    if blocked:
+        # blocks of kb rows of W's column panel: the rows a block spans stay within the TLB's reach
+        k_o, k = sch.split(k, [None, kb])
+        sch.reorder(*batch, n_o, k_o, m_o, k, m_i, n_v, n_l)
+        outer = sch.fuse(*batch, n_o)
+    else:
+        sch.reorder(*batch, n_o, m_o, k, m_i, n_v, n_l)
+        outer = sch.fuse(*batch, n_o, m_o)
+    sch.parallel(outer)
+    sch.reverse_compute_at(out, outer, preserve_unit_loops=True)
+    for loop in (m_i, n_v):
+        sch.unroll(loop)
+    sch.vectorize(n_l)
+    _vectorize_innermost(sch, out)
+    # zeroes the accumulators in a loop nest of its own: before the first K block where K is blocked
+    init = sch.decompose_reduction(block, sch.get_loops(block)[1] if blocked else k)
+    _vectorize_innermost(sch, init)
+    for b in producers:
+        _parallel_root(sch, b)

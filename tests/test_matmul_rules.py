@@ -1,0 +1,70 @@
+"""Matmul rule schedules: a register tile of rows x vectors of columns, K cut into blocks where it is deep."""
+from __future__ import annotations
+
+import pytest
+
+from recommender.measure import MeasureSettings, Measurer
+from recommender.rows import OK, SAMPLED
+
+
+def _matmul_bias(m: int = 64, k: int = 256, n: int = 128, batch: int = 0, transposed: bool = False):
+    """X[(b,) M, K] by W[(b,) K, N] (or W[N, K] with `transposed`) + a bias over N, as Relax legalizes a
+    dense layer: a `matmul` block and an `T_add` epilogue."""
+    import tvm
+    from tvm import te
+    lead = (batch,) if batch else ()
+    x = te.placeholder((*lead, m, k), name="x")
+    w = te.placeholder((*lead, n, k) if transposed else (*lead, k, n), name="w")
+    b = te.placeholder((n,), name="b")
+    r = te.reduce_axis((0, k), name="k")
+    if transposed:
+        y = te.compute((m, n), lambda i, j: te.sum(x[i, r] * w[j, r], axis=r), name="matmul")
+    else:
+        y = te.compute((*lead, m, n), lambda *ij: te.sum(x[(*ij[:-1], r)] * w[(*ij[:-2], r, ij[-1])], axis=r),
+                       name="matmul")
+    z = te.compute(y.shape, lambda *ij: y[ij] + b[ij[-1]], name="T_add")
+    func = te.create_prim_func([x, w, b, z])
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+def test_tiles_divide_the_output_and_block_only_a_deep_reduction():
+    from recommender.matmul_rules import matmul_tiles
+    # AVX-512: 8 rows x 3 vectors (24 accumulators) where 6 rows do not divide 128; K blocks of 128 and 256
+    assert matmul_tiles(128, 3072, 768, lanes=16) == [(8, 3, 16, 0), (8, 3, 16, 128), (8, 3, 16, 256),
+                                                      (4, 4, 16, 128)]
+    assert matmul_tiles(120, 768, 64, lanes=16) == [(6, 4, 16, 0), (8, 3, 16, 0)]  # K of 64: never blocked
+    assert matmul_tiles(128, 768, 768) == [(4, 3, 8, 0), (4, 3, 8, 128), (4, 3, 8, 256), (8, 1, 8, 128)]  # AVX2
+    assert matmul_tiles(197, 768, 768, lanes=16)[0] == (1, 2, 16, 0)  # a prime row count: one row per tile
+    assert matmul_tiles(128, 24, 64, lanes=16) == []  # 24 columns: no two vectors of 16
+    with pytest.raises(ValueError, match="8 or 16"):
+        matmul_tiles(128, 768, 768, lanes=4)
+
+
+def test_the_rule_applies_to_row_major_right_operands_batched_or_not():
+    from recommender import matmul_rules
+    assert matmul_rules.matmul_output(_matmul_bias()) == (64, 128, 256)
+    assert matmul_rules.matmul_output(_matmul_bias(batch=3)) == (64, 128, 256)
+    # 4 rows x 4 vectors, unblocked and in K blocks of 128 (256 is K itself), then 4 x 2 in blocks of 128
+    assert matmul_rules.matmul_tiles(64, 128, 256, lanes=16) == [(4, 4, 16, 0), (4, 4, 16, 128), (4, 2, 16, 128)]
+    assert len(matmul_rules.rule_schedules(_matmul_bias(batch=3), lanes=16)) == 3
+    assert matmul_rules.matmul_output(_matmul_bias(transposed=True)) is None  # W[N, K]: no vector rows of W
+    assert matmul_rules.rule_schedules(_matmul_bias(transposed=True)) == []
+
+
+@pytest.mark.slow
+def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target):
+    """The rule's tiles come as SAMPLED candidates (source MATMUL_RULE) that measure_kernel measures whatever
+    the selection, each output checked against the unscheduled kernel; blocked or not, they beat plain
+    loops by far."""
+    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.kernel import MATMUL_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
+    kernel = kernel_from_mod("matmul", _matmul_bias(m=64, k=512, n=256))
+    assert kernel.class_key.startswith("matmul/"), kernel.class_key
+    with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
+        cands = tile_rule_candidates(kernel, m)
+        assert len(cands) >= 3 and all(c.source.model == MATMUL_RULE and c.source.match == SAMPLED for c in cands)
+        choice = measure_kernel(FoundCandidates(kernel, cands, SAMPLED, 0.0), m, target.tvm(), selected=[])
+    rows = [r for r in choice.rows if r.source_model == MATMUL_RULE]
+    assert len(rows) == len(cands) and all(r.status == OK and r.latency_s > 0 for r in rows)
+    assert choice.chosen is not None and choice.chosen["source_model"] == MATMUL_RULE
+    assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
