@@ -3,7 +3,7 @@
 One block per `models/<target-key>/` that holds a bank: the bank (meta.json), the transfer matrix
 (transfer/summary.json), the held-out replays (transfer/heldout.json, `scripts/transfer_figures.py`), the
 rankers' leave-one-model-out evaluation (rankers/evaluation.json), and, where they were run on that CPU, the
-cross-target ranking check, the FMA peak and the conv rule probe (benchmarks/results/<target-key>/). Each
+cross-target ranking check, the FMA peak and the tile rules' probes (benchmarks/results/<target-key>/). Each
 figure names the command that reproduces it; links are relative to the repository root. `scripts/readme_results.py` splices it into the README.
 """
 from __future__ import annotations
@@ -112,36 +112,44 @@ def cross_target_line(target_dir: Path, results: Path) -> str:
 
 
 def probes_line(results: Path) -> str:
-    peak, conv = _read(results / "peak_gflops.json"), _read(results / "conv_rules.json")
+    """The FMA peak and the tile rules' probes (conv, matmul) where they were run on this CPU."""
+    peak = _read(results / "peak_gflops.json")
     parts = []
     if peak:
         p = peak["peak"]
         parts.append(f"FMA peak {p['gflops']:.1f} GFLOP/s on {p['threads']} threads, {p['one_thread_gflops']:.1f} on "
                      f"one, {p['lanes']} float32 lanes (`python benchmarks/peak_gflops.py`)")
-    if conv and conv.get("kernels"):
-        best = []
-        for k in conv["kernels"]:
-            rule = [t["gflops"] for t in k["tiles"] if t["ok"] and t["tile"] in k["rule_tiles"]]
-            if rule and k.get("pytorch_gflops"):
-                best.append((max(rule), k["pytorch_gflops"]))
-        if best:
-            ratios = [r / p for r, p in best]
-            parts.append(f"the conv rule's tiles on the {len(best)} heaviest convs of {', '.join(sorted({k['model'] for k in conv['kernels']}))} reach "
-                         f"{min(r for r, _ in best):.0f}-{max(r for r, _ in best):.0f} GFLOP/s against PyTorch's "
-                         f"{min(p for _, p in best):.0f}-{max(p for _, p in best):.0f} on the same shapes (median "
-                         f"ratio {statistics.median(ratios):.2f}, ahead on {sum(x > 1 for x in ratios)}; "
-                         f"`{_probe_command(conv)}`, "
-                         f"[table](benchmarks/results/{results.name}/conv_rules.md))")
+    parts += [x for x in (_rule_part(results, "conv", "convs"), _rule_part(results, "matmul", "matmul kernels")) if x]
     return ("- " + "; ".join(parts) + ".") if parts else ""
 
 
-def _probe_command(conv: dict) -> str:
-    """The conv rule probe's command line, from the kernels its JSON holds."""
+def _rule_part(results: Path, rule: str, what: str) -> str:
+    """How the rule's own tiles did against PyTorch on the probed kernels ('' without a probe)."""
+    probe = _read(results / f"{rule}_rules.json")
+    best = []
+    for k in (probe or {}).get("kernels", []):
+        own = [t["gflops"] for t in k["tiles"] if t["ok"] and t["tile"] in k["rule_tiles"]]
+        if own and k.get("pytorch_gflops"):
+            best.append((max(own), k["pytorch_gflops"]))
+    if not best:
+        return ""
+    ratios = [r / p for r, p in best]
+    models = ", ".join(sorted({k["model"] for k in probe["kernels"]}))
+    return (f"the {rule} rule's tiles on the {len(best)} heaviest {what} of {models} reach "
+            f"{min(r for r, _ in best):.0f}-{max(r for r, _ in best):.0f} GFLOP/s against PyTorch's "
+            f"{min(p for _, p in best):.0f}-{max(p for _, p in best):.0f} on the same shapes (median ratio "
+            f"{statistics.median(ratios):.2f}, ahead on {sum(x > 1 for x in ratios)}; `{_probe_command(probe, rule)}`, "
+            f"[table](benchmarks/results/{results.name}/{rule}_rules.md))")
+
+
+def _probe_command(probe: dict, rule: str) -> str:
+    """The rule probe's command line, from the kernels its JSON holds."""
     per_model: dict[str, int] = {}
-    for k in conv["kernels"]:
+    for k in probe["kernels"]:
         per_model[k["model"]] = per_model.get(k["model"], 0) + 1
     return (f"python benchmarks/conv_rules_probe.py --models {','.join(per_model)} --kernels "
-            f"{max(per_model.values())}" + (" --all-tiles" if conv.get("all_tiles") else ""))
+            f"{max(per_model.values())}" + (" --all-tiles" if probe.get("all_tiles") else "")
+            + (f" --rule {rule}" if rule != "conv" else ""))
 
 
 def render_targets(root: Path) -> str:
