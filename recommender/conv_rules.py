@@ -55,15 +55,20 @@ def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None,
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 NCHW
     conv."""
-    from tvm.s_tir import Schedule
     shape = conv_output(mod)
     if shape is None:
         return []
+    return tiled(mod, tiles if tiles is not None else conv_tiles(*shape, lanes=lanes), _tile)
+
+
+def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
+    """One schedule of `mod` per tile, `apply(sch, tile)` writing it; a tile a primitive refuses is left out."""
+    from tvm.s_tir import Schedule
     out = []
-    for tile in tiles if tiles is not None else conv_tiles(*shape, lanes=lanes):
+    for tile in tiles:
         sch = Schedule(mod, debug_mask="all")
         try:
-            _tile(sch, tile)
+            apply(sch, tile)
         except Exception:  # a primitive refused this kernel (an epilogue that does not inline, say)
             continue
         out.append(sch)

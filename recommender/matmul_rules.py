@@ -20,7 +20,7 @@ candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
 
-from .conv_rules import _parallel_root, _vectorize_innermost
+from .conv_rules import _parallel_root, _vectorize_innermost, tiled
 from .loop_rules import _extent
 
 # (rows, vectors of columns) of the register tile, preferred first, by float32 lanes of the target's vectors
@@ -50,19 +50,10 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
 def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`matmul_tiles` of the output by default); [] where `mod` is not a matmul the rule applies to."""
-    from tvm.s_tir import Schedule
     shape = matmul_output(mod)
     if shape is None:
         return []
-    out = []
-    for tile in tiles if tiles is not None else matmul_tiles(*shape, lanes=lanes):
-        sch = Schedule(mod, debug_mask="all")
-        try:
-            _tile(sch, tile)
-        except Exception:  # a primitive refused this kernel (an epilogue that does not inline, say)
-            continue
-        out.append(sch)
-    return out
+    return tiled(mod, tiles if tiles is not None else matmul_tiles(*shape, lanes=lanes), _tile)
 
 
 def matmul_output(mod: object) -> tuple[int, int, int] | None:
