@@ -41,7 +41,7 @@ def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tu
     """Every register tile of the matmul rule's shapes for `lanes` that fits the output, with every K block."""
     from recommender import matmul_rules as mr
     return [(tm, nv, lanes, kb) for tm, nv in mr.TILE_SHAPES[lanes] if rows % tm == 0 and columns % (nv * lanes) == 0
-            for kb in mr.K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
+            for kb in mr.k_blocks(depth)]
 
 
 def rule_kinds() -> dict:

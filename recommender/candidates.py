@@ -79,8 +79,8 @@ def other_cpu_note(target_keys: dict[str, str], target_key: str) -> list[str]:
 
 def bank_warnings(bank_dir: Path, target_key: str) -> list[str]:
     """`other_cpu_note` of a bank folder, from its models' meta files alone (no records read)."""
-    return other_cpu_note({read_meta(f)["model"]: read_meta(f)["target_key"] for f in bank_models(bank_dir)},
-                          target_key)
+    metas = [read_meta(f) for f in bank_models(bank_dir)]
+    return other_cpu_note({m["model"]: m["target_key"] for m in metas}, target_key)
 
 
 class BankIndex:

@@ -77,31 +77,42 @@ def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
 
 def conv_output(mod: object) -> tuple[int, int, int] | None:
     """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv."""
-    from tvm.s_tir import Schedule
-    sch = Schedule(mod)
-    conv = _conv_block(sch)
-    if conv is None:
-        return None
-    loops = sch.get_loops(conv)
-    extents = [_extent(sch, lp) for lp in loops]
-    if len(extents) != 7 or 0 in extents:
+    extents = block_extents(mod, _conv_block)
+    if extents is None or len(extents) != 7:
         return None
     return extents[1], extents[2], extents[3]
 
 
+def block_extents(mod: object, find) -> list[int] | None:
+    """The loop extents of the block `find(sch)` returns (None where it finds none, or a loop has no constant
+    extent)."""
+    from tvm.s_tir import Schedule
+    sch = Schedule(mod)
+    block = find(sch)
+    if block is None:
+        return None
+    extents = [_extent(sch, lp) for lp in sch.get_loops(block)]
+    return None if 0 in extents else extents
+
+
 def _conv_block(sch: object) -> object | None:
     """The kernel's one conv2d_nchw block at the root with stride 1 along the columns, else None."""
-    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
-    convs = [b for b in blocks if sch.get(b).name_hint.startswith("conv2d_nchw")]
-    if len(convs) != 1:
+    conv = only_root_block(sch, "conv2d_nchw")
+    if conv is None:
         return None
-    block = sch.get(convs[0])
+    block = sch.get(conv)
     kinds = [int(iv.iter_type) for iv in block.iter_vars]
-    if kinds != [0, 0, 0, 0, 2, 2, 2] or len(sch.get_loops(convs[0])) != 7:
+    if kinds != [0, 0, 0, 0, 2, 2, 2] or len(sch.get_loops(conv)) != 7:
         return None
     if not _unit_column_stride(block):
         return None
-    return convs[0]
+    return conv
+
+
+def only_root_block(sch: object, prefix: str) -> object | None:
+    """The one block at the root whose name starts with `prefix`, None where there is none or more than one."""
+    blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if sch.get(b).name_hint.startswith(prefix)]
+    return blocks[0] if len(blocks) == 1 else None
 
 
 def _unit_column_stride(block: object) -> bool:

@@ -20,7 +20,7 @@ candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
 
-from .conv_rules import _parallel_root, _vectorize_innermost, tiled
+from .conv_rules import _parallel_root, _vectorize_innermost, block_extents, only_root_block, tiled
 from .loop_rules import _extent
 
 # (rows, vectors of columns) of the register tile, preferred first, by float32 lanes of the target's vectors
@@ -30,7 +30,11 @@ TILE_SHAPES = {8: ((6, 2), (4, 3), (8, 1), (4, 2), (2, 2), (1, 2)),
 # 3072 rows of W, a page apart, per row tile: 88 GFLOP/s on distilbert's 128x3072x768 matmul against 240
 # with blocks of 256 (the same tile, llvm-rocketlake-2c, benchmarks/results/<key>/matmul_rules.md)
 K_BLOCKS = (0, 128, 256)
-MIN_FLOPS = 2e6  # smaller matmuls get no rule candidates (as conv_rules)
+
+
+def k_blocks(depth: int) -> list[int]:
+    """The K_BLOCKS a reduction of `depth` can be cut into: 0 (unblocked), and each that divides it and is shorter."""
+    return [kb for kb in K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
 
 
 def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tuple[int, int, int, int]]:
@@ -40,14 +44,15 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
     if lanes not in TILE_SHAPES:
         raise ValueError(f"matmul tiles are defined for 8 or 16 float32 lanes, not {lanes}")
     shapes = [(tm, nv) for tm, nv in TILE_SHAPES[lanes] if rows % tm == 0 and columns % (nv * lanes) == 0]
-    blocks = [kb for kb in K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
+    blocks = k_blocks(depth)
     out = [(*shapes[0], lanes, kb) for kb in blocks] if shapes else []
     if len(shapes) > 1:
         out.append((*shapes[1], lanes, 128 if 128 in blocks else 0))
     return out
 
 
-def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int, int]] | None = None,
+                   lanes: int = 8) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`matmul_tiles` of the output by default); [] where `mod` is not a matmul the rule applies to."""
     shape = matmul_output(mod)
@@ -58,35 +63,27 @@ def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None,
 
 def matmul_output(mod: object) -> tuple[int, int, int] | None:
     """(rows, columns, depth) of the kernel's matmul, None if the kernel is not a rule's matmul."""
-    from tvm.s_tir import Schedule
-    sch = Schedule(mod)
-    block = _matmul_block(sch)
-    if block is None:
-        return None
-    extents = [_extent(sch, lp) for lp in sch.get_loops(block)]
-    if 0 in extents:
-        return None
-    return extents[-3], extents[-2], extents[-1]
+    extents = block_extents(mod, _matmul_block)
+    return None if extents is None else (extents[-3], extents[-2], extents[-1])
 
 
 def _matmul_block(sch: object) -> object | None:
     """The kernel's one matmul block at the root (spatial iterators, then one reduction) whose right operand
     is read at [.., k, n], else None."""
-    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
-    found = [b for b in blocks if sch.get(b).name_hint.startswith("matmul")]
-    if len(found) != 1:
+    found = only_root_block(sch, "matmul")
+    if found is None:
         return None
-    block = sch.get(found[0])
+    block = sch.get(found)
     kinds = [int(iv.iter_type) for iv in block.iter_vars]
     if len(kinds) < 3 or kinds[-1] != 2 or any(k != 0 for k in kinds[:-1]):
         return None
-    if len(sch.get_loops(found[0])) != len(kinds) or len(block.reads) != 2:
+    if len(sch.get_loops(found)) != len(kinds) or len(block.reads) != 2:
         return None
     n, k = block.iter_vars[-2].var, block.iter_vars[-1].var
     right = block.reads[1].region
     if len(right) < 2 or not _is_var(right[-1].min, n) or not _is_var(right[-2].min, k):
         return None
-    return found[0]
+    return found
 
 
 def _is_var(expr: object, var: object) -> bool:

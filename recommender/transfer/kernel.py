@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
-from ..conv_rules import MIN_FLOPS as TILE_RULE_MIN_FLOPS
+from ..conv_rules import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..replay import apply_replayed, sample_isolated, tile_rules_isolated

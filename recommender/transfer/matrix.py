@@ -57,11 +57,12 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
             lacking = {}
             for model in models or index.models:
                 rows = RowFile(matrix_file(out_dir, model), remeasure, log)
-                lacking[model] = donors.lacking(model, [bk.name for bk in index.kernels[model]
-                                                        if bk.name in rows.by_kernel])
-                if add_donors and lacking[model]:
-                    _add_donors(model, lacking.pop(model), rows, index, donors, measurer, tt, top_n, cap,
-                                anchor_fallback, bank_dir, log)
+                lack = donors.lacking(model, [bk.name for bk in index.kernels[model] if bk.name in rows.by_kernel])
+                if add_donors and lack:
+                    _add_donors(model, lack, rows, index, donors, measurer, tt, top_n, cap, anchor_fallback,
+                                bank_dir, log)
+                elif lack:
+                    lacking[model] = lack
                 todo = [bk for bk in index.kernels[model] if bk.name not in rows.by_kernel]
                 if not todo:
                     continue
@@ -104,7 +105,8 @@ class Donors:
             data = {"earlier_kernels": earlier or list(bank_models), "kernels": {}}
         self.earlier: list[str] = data.get("earlier_kernels") or list(bank_models)
         self.by_model: dict[str, dict[str, list[str]]] = data["kernels"]
-        self._save()
+        if not self.path.exists():  # before the summary that says what earlier kernels drew from is rewritten
+            self._save()
 
     def _save(self) -> None:
         atomic_write_json(str(self.path), {"earlier_kernels": self.earlier, "kernels": self.by_model})
