@@ -9,6 +9,7 @@ from pathlib import Path
 from .bank import (BankError, META_FILE, locked, pack, read_meta, unpack, wait_while_paused, write_meta)
 from .kernels import Kernel, extract_kernels, flop_shares
 from .measure import MeasureSettings, Measurer
+from .measure.host_lock import exclusive
 from .model_import import import_model
 from .target import TargetSpec
 from .stopping import native_section
@@ -120,7 +121,8 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                 bar.set_postfix_str(f"{k.name[:40]} {n}/{trials_per_task} trials")
                 if remaining > 0:
                     t0, measured = time.time(), True
-                    search_kernel(k, tt, measurer, work, db, remaining, trials_per_iter, population_size)
+                    with exclusive(f"bank tune {spec}: {k.name}"):  # the search too: its cost model is CPU-bound
+                        search_kernel(k, tt, measurer, work, db, remaining, trials_per_iter, population_size)
                     entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
                     n, valid, best = _kernel_records(db, k.mod)
                 if remaining > 0 or entry.get("status") != "done":

@@ -7,21 +7,25 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from .measure.host_lock import exclusive
+
 
 def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
-    """Seconds per call, one value per repeat; each repeat runs the call until it lasts `min_repeat_s`."""
-    call()  # warm-up
-    costs = []
-    for _ in range(repeat):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            call()
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= min_repeat_s:
-                break
-        costs.append(elapsed / n)
-    return costs
+    """Seconds per call, one value per repeat; each repeat runs the call until it lasts `min_repeat_s`.
+    Holds the machine's measurement lock (measure/host_lock.py)."""
+    with exclusive("timing a baseline"):
+        call()  # warm-up
+        costs = []
+        for _ in range(repeat):
+            n, t0 = 0, time.perf_counter()
+            while True:
+                call()
+                n += 1
+                elapsed = time.perf_counter() - t0
+                if elapsed >= min_repeat_s:
+                    break
+            costs.append(elapsed / n)
+        return costs
 
 
 def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
@@ -66,18 +70,20 @@ def interleaved(timers: dict[str, Callable[[], list[float]]],
     """Time several ways of running one model side by side: `rounds` rounds, each calling every timer once
     (seconds per repeat), the order rotated from round to round so that none always runs first or after the
     same neighbour; a machine that slows down for a while slows every column alike. Answers, per timer, its
-    costs round by round, and the first line of the error of each timer that raised (not called again)."""
+    costs round by round, and the first line of the error of each timer that raised (not called again).
+    The rounds hold the machine's measurement lock (measure/host_lock.py) from the first to the last."""
     names = list(timers)
     costs: dict[str, list[list[float]]] = {n: [] for n in names}
     errors: dict[str, str] = {}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            if name in errors:
-                continue
-            try:
-                costs[name].append(list(timers[name]()))
-            except Exception as err:  # one column failing leaves the others their rounds
-                errors[name] = (str(err).splitlines() or [type(err).__name__])[0][:300]
+    with exclusive("timing side by side"):
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                if name in errors:
+                    continue
+                try:
+                    costs[name].append(list(timers[name]()))
+                except Exception as err:  # one column failing leaves the others their rounds
+                    errors[name] = (str(err).splitlines() or [type(err).__name__])[0][:300]
     return costs, errors
 
 

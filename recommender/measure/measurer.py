@@ -3,7 +3,8 @@
 Builds run in `build_workers` processes that import TVM once (about 0.1 s per small kernel instead of a
 fresh process per build). Timing runs in one separate worker (or on a remote board through the TVM RPC
 tracker), never while a build is running. A candidate that crashes or hangs costs only its worker: it is
-recorded with its reason and a fresh worker takes over.
+recorded with its reason and a fresh worker takes over. Every build and timing holds the machine's
+measurement lock (host_lock.py), so two schedrec processes never measure at once.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
 from .args import index_bounds, kernel_args
+from .host_lock import exclusive
 from ..errors import SchedrecError
 # candidate status values: defined once with the rows that record them, importable from here too
 from ..rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
@@ -174,7 +176,8 @@ class Measurer:
             except Exception as err:  # never leave a candidate without a result
                 return None, CRASH, f"build: {type(err).__name__}: {err}", time.perf_counter() - t0
 
-        return self._in_parallel([tvm.ir.save_json(mod) for mod in mods], build_one)
+        with exclusive("building kernels"):
+            return self._in_parallel([tvm.ir.save_json(mod) for mod in mods], build_one)
 
     # -- timing ----------------------------------------------------------------------------------
     def time_artifact(self, path: str, args_info: list, seed: int = 0,
@@ -189,7 +192,8 @@ class Measurer:
                    "reference_path": reference_path if self.rpc is None else None,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
                    "flush_cache": s.flush_cache, "rpc": self.rpc}
-        return self._timed("time", payload, s.run_timeout_s)
+        with exclusive("timing a kernel"):
+            return self._timed("time", payload, s.run_timeout_s)
 
     def _timed(self, op: str, payload: dict, timeout: float) -> MeasureResult:
         """Run a timing request in the timing worker; failures become results with their reason."""
@@ -209,7 +213,13 @@ class Measurer:
                 reference: object | None = None, settings: MeasureSettings | None = None) -> list[MeasureResult]:
         """Build all modules (in parallel), then time the built ones one after another. With `reference`
         (the unscheduled kernel), every candidate's output is checked against it before timing. `settings`
-        overrides the timing settings for these modules (e.g. a single short run that only checks)."""
+        overrides the timing settings for these modules (e.g. a single short run that only checks).
+        The builds and timings hold the machine's measurement lock from the first build to the last timing."""
+        with exclusive("measuring a kernel's candidates"):
+            return self._measure(mods, args_infos, reference, settings)
+
+    def _measure(self, mods: list[object], args_infos: list[list] | None, reference: object | None,
+                 settings: MeasureSettings | None) -> list[MeasureResult]:
         built = self.build(mods + ([reference] if reference is not None else []))
         ref_path = None
         if reference is not None:
@@ -255,11 +265,12 @@ class Measurer:
         t0 = time.perf_counter()
         try:
             try:
-                built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
-                                                               "target": self.target_config, "out_path": path,
-                                                               "database_dir": database_dir,
-                                                               "fast_math": self.settings.fast_math},
-                                               max(self.settings.build_timeout_s, 1800.0))
+                with exclusive("building a model"):
+                    built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
+                                                                   "target": self.target_config, "out_path": path,
+                                                                   "database_dir": database_dir,
+                                                                   "fast_math": self.settings.fast_math},
+                                                   max(self.settings.build_timeout_s, 1800.0))
             except (WorkerError, WorkerTimeout, WorkerCrash) as err:
                 status = {WorkerError: BUILD_ERROR, WorkerTimeout: TIMEOUT, WorkerCrash: CRASH}[type(err)]
                 yield MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
@@ -276,7 +287,8 @@ class Measurer:
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
-        return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
+        with exclusive("timing a model"):
+            return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
 
     def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
