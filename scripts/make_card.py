@@ -106,7 +106,8 @@ def main() -> None:
 
 
 def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
-    """The latency table's Markdown lines (card and README), one row per model of latency.json."""
+    """The latency table's Markdown lines (card and README), one row per model of latency.json, then the
+    caveat a row carries (a row measured under conditions that spoil it, until it is redone)."""
     lines = ["| model | set | kernels with own records | untuned TVM | TVM, own records | schedrec | plain loops | "
              "search s | PyTorch eager | ONNX Runtime | schedrec / PyTorch | schedrec / ORT | drift |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -120,7 +121,8 @@ def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
                      f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
                      f"{_ratio(r.get('schedrec_ms'), r.get('pytorch_ms'))} | "
                      f"{_ratio(r.get('schedrec_ms'), r.get('onnxruntime_ms'))} | {_drift(r)} |")
-    return lines
+    caveats = [f"- {name}: {r['caveat']}" for name, r in lat.items() if r.get("caveat")]
+    return lines + ([""] + caveats if caveats else [])
 
 
 def _timing(lat: dict) -> str:

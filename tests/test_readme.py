@@ -60,3 +60,11 @@ def test_the_per_cpu_block_says_when_the_matrix_lags_the_bank_and_what_is_not_bu
     assert "Built before the bank had bert_tiny" in b and "5596 rows" in b
     (tmp_path / "empty" / "models").mkdir(parents=True)
     assert summary.render_targets(tmp_path / "empty") == "No CPU has a bank yet.\n"
+
+
+def test_a_latency_row_s_caveat_is_printed_under_the_table_until_the_row_is_redone():
+    card = load_script("make_card")
+    row = {"kind": "bank", "schedrec_ms": 2.0, "pytorch_ms": 3.0, "schedrec": {"time_share_default": 0.0}}
+    lines = card.latency_table({"a": row, "b": {**row, "caveat": "measured beside the tuner; redo"}}, {})
+    assert lines[-2:] == ["", "- b: measured beside the tuner; redo"]
+    assert not any(line.startswith("- ") for line in card.latency_table({"a": row}, {}))
