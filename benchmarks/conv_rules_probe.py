@@ -47,7 +47,7 @@ def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tu
 def rule_kinds() -> dict:
     """Per --rule: (rule module, kernel class prefixes, its output shape, its own tiles, every tile, torch op)."""
     from recommender import conv_rules, matmul_rules
-    return {"conv": (conv_rules, ("conv2d/",), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
+    return {"conv": (conv_rules, ("conv2d/", "group_conv2d/"), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
             "matmul": (matmul_rules, ("matmul/", "batch_matmul/"), matmul_rules.matmul_output,
                        matmul_rules.matmul_tiles, all_matmul_tiles, "matmul")}
 

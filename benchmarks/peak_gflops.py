@@ -93,7 +93,9 @@ def fma_peak(cores: int, avx512: bool) -> dict:
         so = ctypes.CDLL(str(lib))
         so.fma_loop.argtypes, so.fma_loop.restype = [ctypes.c_long], ctypes.c_float
         n_lanes = so.lanes()
-        one, all_cores = _fma_runs(so, 1, n_lanes), _fma_runs(so, cores, n_lanes)
+        from recommender.measure.host_lock import exclusive
+        with exclusive("the FMA peak loop"):
+            one, all_cores = _fma_runs(so, 1, n_lanes), _fma_runs(so, cores, n_lanes)
     return {"gflops": max(all_cores), "median_gflops": statistics.median(all_cores), "runs": all_cores,
             "one_thread_gflops": max(one), "one_thread_runs": one, "lanes": n_lanes, "threads": cores}
 
@@ -117,6 +119,8 @@ def torch_seconds(kind: str, args: list, threads: int) -> float:
     """Median seconds of PyTorch running the kernel's anchor op on its shapes."""
     import torch
     import torch.nn.functional as F
+
+    from recommender.measure.host_lock import exclusive
     torch.set_num_threads(threads)
     shapes = [tuple(a["shape"]) for a in args]
     with torch.no_grad():
@@ -124,21 +128,23 @@ def torch_seconds(kind: str, args: list, threads: int) -> float:
             x, w, out = torch.randn(*shapes[0]), torch.randn(*shapes[1]), shapes[-1]
             stride = max(1, round(shapes[0][2] / out[2]))
             pad = max(0, ((out[2] - 1) * stride + w.shape[2] - shapes[0][2] + 1) // 2)
-            op = lambda: F.conv2d(x, w, stride=stride, padding=pad)  # noqa: E731
+            groups = shapes[0][1] // shapes[1][1]  # a grouped conv's weight holds its group's input channels
+            op = lambda: F.conv2d(x, w, stride=stride, padding=pad, groups=groups)  # noqa: E731
             assert tuple(op().shape) == tuple(out), (op().shape, out)
         else:
             x, w = torch.randn(*shapes[0]), torch.randn(*shapes[1])
             bias = torch.randn(shapes[2][-1]) if len(shapes) > 3 else None
             op = lambda: torch.addmm(bias, x, w) if bias is not None else x @ w  # noqa: E731
-        for _ in range(3):
-            op()
-        runs = []
-        for _ in range(7):
-            t0, n = time.perf_counter(), 0
-            while time.perf_counter() - t0 < 0.2:
+        with exclusive("timing PyTorch on a kernel's shapes"):
+            for _ in range(3):
                 op()
-                n += 1
-            runs.append((time.perf_counter() - t0) / n)
+            runs = []
+            for _ in range(7):
+                t0, n = time.perf_counter(), 0
+                while time.perf_counter() - t0 < 0.2:
+                    op()
+                    n += 1
+                runs.append((time.perf_counter() - t0) / n)
     return statistics.median(runs)
 
 

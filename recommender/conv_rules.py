@@ -14,7 +14,8 @@ columns (on resnet50's and vgg16's convs of 14- to 56-wide maps 255-320 GFLOP/s 
 best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.json).
 
 It applies to a stride-1 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
-whose output columns split into vectors; `rule_schedules` gives one schedule per register tile that fits,
+whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
+RegNet's 64-channel groups, which no donor of another class serves); `rule_schedules` gives one schedule per register tile that fits,
 or none. Like every candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
@@ -76,11 +77,21 @@ def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
 
 
 def conv_output(mod: object) -> tuple[int, int, int] | None:
-    """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv."""
+    """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv. For a
+    grouped conv, channels are those of one group: a register tile spans the channels of one group only, so
+    that they all read the same input row."""
     extents = block_extents(mod, _conv_block)
     if extents is None or len(extents) != 7:
         return None
-    return extents[1], extents[2], extents[3]
+    return extents[1] // _groups(mod), extents[2], extents[3]
+
+
+def _groups(mod: object) -> int:
+    """The conv's groups: its input channels over the weight's input channels (1 for a plain conv)."""
+    from tvm.s_tir import Schedule
+    sch = Schedule(mod)
+    data, weight = (r.source for r in sch.get(_conv_block(sch)).reads)
+    return int(data.shape[1]) // int(weight.shape[1])
 
 
 def block_extents(mod: object, find) -> list[int] | None:
@@ -96,8 +107,9 @@ def block_extents(mod: object, find) -> list[int] | None:
 
 
 def _conv_block(sch: object) -> object | None:
-    """The kernel's one conv2d_nchw block at the root with stride 1 along the columns, else None."""
-    conv = only_root_block(sch, "conv2d_nchw")
+    """The kernel's one conv2d_nchw (or group_conv2d_nchw) block at the root with stride 1 along the columns,
+    else None."""
+    conv = only_root_block(sch, "conv2d_nchw") or only_root_block(sch, "group_conv2d_nchw")
     if conv is None:
         return None
     block = sch.get(conv)

@@ -97,3 +97,46 @@ def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_i
     assert len(rows) == 4 and all(r.status == OK and r.latency_s > 0 for r in rows)
     assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
     assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
+
+
+def _group_conv(ci: int = 64, co: int = 64, groups: int = 4, hw: int = 14):
+    """A grouped conv2d (NCHW, 3x3, padding 1), as Relax legalizes it (topi: pad_temp, group_conv2d_nchw)."""
+    import tvm
+    from tvm import te, topi
+    x = te.placeholder((1, ci, hw, hw), name="x")
+    w = te.placeholder((co, ci // groups, 3, 3), name="w")
+    y = topi.nn.relu(topi.nn.group_conv2d_nchw(x, w, 1, 1, 1, groups))
+    func = te.create_prim_func([x, w, y])
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+def test_a_grouped_conv_is_tiled_within_its_groups():
+    """A register tile spans the channels of one group only (so that they read the same input row): 4 groups
+    of 4 output channels allow 4- and 2-channel tiles, not the 8-channel ones a plain conv of 16 gets."""
+    from recommender.conv_rules import conv_output
+    from recommender.replay import tile_rule_schedules
+    from recommender.target import parse_target
+    avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
+    assert conv_output(_group_conv(ci=16, co=16, groups=4, hw=14)) == (4, 14, 14)
+    assert conv_output(_conv_bias_relu(ci=16, co=16, hw=14)) == (16, 14, 14)
+    scripts = [r.mod.script() for r in tile_rule_schedules(_group_conv(ci=16, co=16, groups=4, hw=14), avx2)]
+    assert scripts and all("T.unroll(8)" not in s and "T.vectorized(7)" in s for s in scripts), scripts
+    assert any("T.unroll(4)" in s for s in scripts)
+
+
+@pytest.mark.slow
+def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(target):
+    """RegNet's grouped convs (64 channels a group) had no donor of their class nor a rule: the rule's tiles
+    pass the output check against the unscheduled grouped conv and beat its plain loops by far."""
+    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
+    kernel = kernel_from_mod("group_conv", _group_conv(ci=128, co=128, groups=2, hw=14))
+    assert kernel.class_key.startswith("group_conv2d/")
+    with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
+        cands = tile_rule_candidates(kernel, m)
+        assert cands and all(c.source.model == CONV_RULE for c in cands)
+        choice = measure_kernel(FoundCandidates(kernel, cands, SAMPLED, 0.0), m, target.tvm(), selected=[])
+    rows = [r for r in choice.rows if r.source_model == CONV_RULE]
+    assert rows and all(r.status == OK and r.latency_s > 0 for r in rows), [(r.status, r.error) for r in rows]
+    assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
+    assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
