@@ -3,8 +3,9 @@ model's own best records in the bank), schedrec's output, PyTorch eager and ONNX
 models/<target-key>/latency.json (resumable: models already in it are skipped unless --redo).
 
 schedrec's output is what a user gets for the model as if it were new: budgeted transfer at --k candidates
-per kernel from the bank's other models, ranked by lgbm fitted without the model (leave one model out;
-models outside the matrix use the shipped ranker), with design-space samples where no donor replays. Its
+per kernel from the bank's other models, ranked by lgbm fitted without the model (leave one model out; on
+a CPU whose matrix lacks the model, fitted on the nearest target's matrix that has it; models in no matrix use
+the shipped ranker), with design-space samples where no donor replays. Its
 runs live in models/<target-key>/latency/<model>/ (resumable; a finished one is reused and only re-timed; its
 database is rebuilt from the committed rows where it is missing).
 
@@ -59,21 +60,37 @@ def seconds_timer(timer: Callable[[int, float], list[float]]) -> Callable[[], li
 
 
 class Recommenders:
-    """Per model, the selector schedrec would use for it if it were new (the target's matrix and featurizer
-    are read once, at the first model that needs them)."""
+    """Per model, the selector schedrec would use for it if it were new: lgbm fitted on the target's matrix
+    without the model; where the target's matrix lacks the model (a CPU whose matrix is not measured yet),
+    fitted without it on the nearest target's matrix that has it (recommender/target_dirs.py); else the shipped
+    ranker. Each matrix and featurizer is read once, at the first model that needs it."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.data = None
+        self.data: dict[Path, object] = {}
+
+    def matrix_for(self, name: str) -> Path | None:
+        """The target folder whose matrix serves `name`: this target's, else the nearest one with the model."""
+        from recommender.target_dirs import distance
+        have = [d for d in [self.root, *sorted(self.root.parent.iterdir())]
+                if (d / "transfer" / f"{name}.jsonl.gz").exists() and (d / "bank").is_dir()]
+        if not have:
+            return None
+        return have[0] if have[0] == self.root else min(have, key=lambda d: distance(self.root.name, d.name))
 
     def for_model(self, name: str):
         from recommender.recommend import load_selector
-        if (self.root / "transfer" / f"{name}.jsonl.gz").exists():  # the matrix: one file per target model
-            from training.train import TargetData, leave_out_selector
-            if self.data is None:
-                self.data = TargetData(self.root, log=lambda m: print(m, file=sys.stderr, flush=True))
-            return leave_out_selector(self.data, name)
-        return load_selector("lgbm", self.root, self.root / "bank")
+        source = self.matrix_for(name)
+        if source is None:
+            from recommender.target_dirs import resolve
+            return load_selector("lgbm", resolve(self.root.parent, self.root.name, "rankers")[0], self.root / "bank")
+        from training.train import TargetData, leave_out_selector
+        if source not in self.data:
+            self.data[source] = TargetData(source, log=lambda m: print(m, file=sys.stderr, flush=True))
+        selector = leave_out_selector(self.data[source], name)
+        if source != self.root:
+            selector.name += f" on {source.name}'s matrix"
+        return selector
 
 
 def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, tune_missing: int,

@@ -115,3 +115,22 @@ def test_a_run_names_the_bank_it_uses_and_its_cpu_in_one_line(tmp_path, monkeypa
     assert "1 bank model was measured on another CPU than llvm-znver5-2c (bert_tiny on llvm-znver3-2c)" in line
     _donor_dirs(argparse.Namespace(bank=None, recommender=None), "llvm-znver3-2c", recommender=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_latency_row_on_a_cpu_without_a_matrix_ranks_with_the_nearest_matrix_that_has_the_model(tmp_path):
+    """schedrec's latency column leaves the model out of its ranker's fit: on a CPU whose matrix lacks the
+    model, the nearest target's matrix that has it (the same vector width first), not a ranker that saw it."""
+    from .cli_helpers import load_script
+    table = load_script("latency_table")
+    for key, models in (("llvm-znver4-2c", ()), ("llvm-rocketlake-2c", ("resnet18",)),
+                        ("llvm-znver3-2c", ("resnet18", "gpt2"))):
+        (tmp_path / key / "bank").mkdir(parents=True)
+        (tmp_path / key / "transfer").mkdir()
+        for m in models:
+            (tmp_path / key / "transfer" / f"{m}.jsonl.gz").write_bytes(b"")
+    here = table.Recommenders(tmp_path / "llvm-znver4-2c")
+    assert here.matrix_for("resnet18") == tmp_path / "llvm-rocketlake-2c"  # 512-bit vectors, as znver4
+    assert here.matrix_for("gpt2") == tmp_path / "llvm-znver3-2c"  # the only matrix with gpt2
+    assert here.matrix_for("vgg16") is None
+    (tmp_path / "llvm-znver4-2c" / "transfer" / "resnet18.jsonl.gz").write_bytes(b"")
+    assert here.matrix_for("resnet18") == tmp_path / "llvm-znver4-2c"  # its own, once measured
