@@ -44,8 +44,11 @@ def kernel_from_mod(name: str, mod: object, weight: int = 1) -> Kernel:
 def extract_kernels(model: ImportedModel, target: object) -> list[Kernel]:
     """The model's tunable kernels, heaviest (by total FLOPs) first."""
     from tvm.s_tir import meta_schedule as ms
+
+    from .measure.host_lock import exclusive
     try:
-        tasks = ms.relax_integration.extract_tasks(model.mod, target)
+        with exclusive(f"extracting the kernels of {model.spec}"):
+            tasks = ms.relax_integration.extract_tasks(model.mod, target)
     except Exception as err:
         raise SchedrecError(f"{model.spec}: kernel extraction failed: {str(err).splitlines()[-1]}") from err
     if not tasks:

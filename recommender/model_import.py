@@ -102,9 +102,12 @@ def load_relax(spec: str) -> tuple[object, str]:
 
 def import_model(spec: str, target: object, pack_weights: bool = False) -> ImportedModel:
     """Import a model spec and legalize + fuse it for `target` (ready for task extraction); with
-    `pack_weights`, its kernels' weights are marked layout-free (see lower_for_tuning)."""
-    mod, name = load_relax(spec)
-    mod = lower_for_tuning(mod, target, spec, pack_weights=pack_weights)
+    `pack_weights`, its kernels' weights are marked layout-free (see lower_for_tuning). Holds the machine's
+    measurement lock: an export and its lowering keep both cores busy, spoiling a measurement beside them."""
+    from .measure.host_lock import exclusive
+    with exclusive(f"importing {spec}"):
+        mod, name = load_relax(spec)
+        mod = lower_for_tuning(mod, target, spec, pack_weights=pack_weights)
     names, shapes, dtypes = _main_inputs(mod)
     return ImportedModel(name=name, spec=spec, mod=mod, input_names=names,
                          input_shapes=shapes, input_dtypes=dtypes)

@@ -4,8 +4,12 @@ Two processes measuring at once spoil both: on 2 cores, TVM's thread pools of tw
 each other, and a kernel's repeats scatter over several times its quiet latency (gpt2's attention products
 measured at 1.4 to 4.0 ms in a latency row that ran beside the bank tuner, against 0.11 ms when the tuner
 measured them alone). So each measuring step holds this lock: a kernel's candidates built and timed, a
-model built or timed, a kernel's tuning search, a side-by-side latency round. Another schedrec process
-waits for the step to end instead of measuring alongside it, and says once that it waits and for whom.
+model built or timed, a kernel's tuning search, a side-by-side latency round; and so does each step that
+keeps the cores busy without timing anything (a model's import and kernel extraction, schedules replayed
+in the workers), since a measurement beside it is spoiled as well (PyTorch's 1x1 conv on a 14x14 map timed
+at 3.4 GFLOP/s beside the bank tuner's import of its next model, 152 alone). Another schedrec process waits
+for the step to end instead of running alongside it, and says once that it waits and for whom. The
+measurer's worker processes take no lock: the process that drives them holds it.
 
 The lock is an flock on one file (`$SCHEDREC_LOCK_FILE`, default `<tmp>/schedrec-measure.lock`), released
 by the kernel when its holder exits, however it exits; it is reentrant within a process (a step inside a

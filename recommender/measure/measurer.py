@@ -294,7 +294,8 @@ class Measurer:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
         Raises WorkerCrash or WorkerTimeout if it kills or hangs that worker, which is then replaced,
         and WorkerError with the message if it raises."""
-        return self._builders[0].call("call", {"function": function, "kwargs": kwargs}, timeout_s)
+        with exclusive(f"running {function} in a worker"):
+            return self._builders[0].call("call", {"function": function, "kwargs": kwargs}, timeout_s)
 
     def call_isolated_many(self, function: str, kwargs_list: list[dict], timeout_s: float) -> list:
         """call_isolated for each kwargs, spread over the build workers; in order, each item the result or
@@ -304,7 +305,8 @@ class Measurer:
                 return handle.call("call", {"function": function, "kwargs": kwargs}, timeout_s)
             except Exception as err:  # WorkerCrash, WorkerTimeout, WorkerError; never leave a job without one
                 return err
-        return self._in_parallel(kwargs_list, call_one)
+        with exclusive(f"running {function} in the workers"):
+            return self._in_parallel(kwargs_list, call_one)
 
     def describe(self) -> dict:
         return {"target": self.target_config, "settings": self.settings.to_json(),

@@ -49,6 +49,7 @@ class WorkerHandle:
         env = dict(os.environ)
         if self.threads:
             env["TVM_NUM_THREADS"] = str(self.threads)
+        env["SCHEDREC_LOCK_FILE"] = "off"  # the process that drives a worker holds the machine's lock for it
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             server.bind(address)
