@@ -511,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "so that no kernel is left as plain loops (default 4; 0: off)")
         sp.add_argument("--tune-missing", type=_int_at_least(0, "a trial count", "0 or more"), default=32,
                         metavar="TRIALS", help="where no donor replays on a kernel that holds 1%% or more of the "
-                                               "model's FLOPs, search its design space for TRIALS measured trials "
+                                               "model's FLOPs (0.25%% for a conv or matmul), search its design space for TRIALS measured trials "
                                                "(MetaSchedule, cost model on) before any random draw; its best "
                                                "records are the candidates (default 32; 0: off)")
 

@@ -126,7 +126,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=2, help="schedrec's candidates measured per kernel (2)")
     ap.add_argument("--cap", type=int, default=48, help="at most this many transferred candidates per kernel")
     ap.add_argument("--tune-missing", type=int, default=32,
-                    help="schedrec's search trials for a kernel of 1%% of the FLOPs or more without donors (32)")
+                    help="schedrec's search trials for a kernel without donors of 1%% of the FLOPs or more "
+                         "(0.25%% for a conv or matmul) (32)")
     ap.add_argument("--fresh", action="store_true",
                     help="search schedrec's transfer again for the models timed (its folder is replaced)")
     ap.add_argument("--no-schedrec", action="store_true", help="leave out schedrec's column")

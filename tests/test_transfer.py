@@ -268,6 +268,20 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
     assert trials_per_kernel([kernel, small], 32) == {"matmul64": 32, "tiny": 0}
 
 
+
+def test_a_short_search_goes_to_convs_and_matmuls_from_a_quarter_of_the_share_the_others_need():
+    """RegNet's last grouped convs (0.8% of its FLOPs each, no donor) ran 14 ms in loop-rule loops: a conv or
+    matmul gets the search from 0.25% of the model's FLOPs, any other kernel from 1%."""
+    from recommender.kernels import Kernel
+    from recommender.transfer.short_tune import trials_per_kernel
+    args = [((4,), "float32")]
+    kernels = [Kernel("big", 1, 990.0, "elementwise/s2r0:@add", args),
+               Kernel("conv", 1, 5.0, "group_conv2d/s4r3:@group_conv2d_nchw", args),
+               Kernel("add", 1, 5.0, "elementwise/s2r0:@add", args),
+               Kernel("tiny_matmul", 1, 1.0, "matmul/s2r1:@matmul", args)]
+    assert trials_per_kernel(kernels, 32) == {"big": 32, "conv": 32, "add": 0, "tiny_matmul": 0}
+
+
 def test_pack_weights_transfers_packing_schedules_and_the_model_computes_the_same(bank_and_onnx, tmp_path, target):
     """--pack-weights: the replayed schedules pack the weights they read (RewriteLayout on layout-free
     buffers), the database applies to the module imported the same way, and with the packing folded into

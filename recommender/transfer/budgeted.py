@@ -54,7 +54,8 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
                       log=None) -> dict:
     """Transfer-tune a model measuring only what `selector` ranks first: `per_kernel` candidates per kernel,
     or a total `budget` split by expected gain. A kernel that no donor replays on gets the best records of a
-    `tune_missing`-trial search of its design space if it holds 1% of the FLOPs or more (`short_tune`), else
+    `tune_missing`-trial search of its design space if it holds 1% of the FLOPs or more (0.25% for a conv or a
+    matmul; `short_tune.trials_per_kernel`), else
     `fallback_samples` design-space samples, as its candidates (best or drawn first, under the same budget).
     With `pack_weights` the model's weights are marked layout-free: replayed schedules pack them ahead of
     time (`model_import.lower_for_tuning`). Returns (and writes) the report (report.json, report.md)."""

@@ -21,6 +21,10 @@ from ..rows import SAMPLED
 
 SHORT_TUNE = "(short tune)"  # the source model of a short search's candidates
 MIN_FLOP_SHARE = 0.01  # the kernels worth a search: as the bank tunes those holding 1% of the model's FLOPs
+# convs and matmuls are worth one from a quarter of that: samples and loop rules run them at a few GFLOP/s
+# (RegNet's last 1088-channel grouped convs, 0.8% of its FLOPs each: 14 ms in loop-rule loops, 34% of its time)
+DENSE_KINDS = ("conv2d", "group_conv2d", "depthwise_conv2d", "matmul", "batch_matmul")
+MIN_DENSE_FLOP_SHARE = 0.0025
 
 
 def short_tune(kernel: Kernel, measurer: Measurer, target: object, trials: int, keep: int = 4,
@@ -57,7 +61,9 @@ def _valid_records(path: Path) -> list[tuple[float, list]]:
 
 
 def trials_per_kernel(kernels: list[Kernel], trials: int) -> dict[str, int]:
-    """`trials` for each kernel holding at least MIN_FLOP_SHARE of the model's FLOPs, 0 for the others (a
-    search where no donor replays is worth it there; small kernels do well with random samples)."""
+    """`trials` for each kernel holding at least MIN_FLOP_SHARE of the model's FLOPs (MIN_DENSE_FLOP_SHARE for
+    a conv or matmul), 0 for the others (a search where no donor replays is worth it there; small kernels do
+    well with random samples)."""
     from ..kernels import flop_shares
-    return {k.name: trials if share >= MIN_FLOP_SHARE else 0 for k, share in zip(kernels, flop_shares(kernels))}
+    return {k.name: trials if share >= (MIN_DENSE_FLOP_SHARE if k.kind in DENSE_KINDS else MIN_FLOP_SHARE) else 0
+            for k, share in zip(kernels, flop_shares(kernels))}
