@@ -13,7 +13,7 @@ accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 ac
 columns (on resnet50's and vgg16's convs of 14- to 56-wide maps 255-320 GFLOP/s against 126-180 for the
 best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.json).
 
-It applies to a stride-1 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
+It applies to a stride-1 or stride-2 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
 whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
 RegNet's 64-channel groups, which no donor of another class serves); `rule_schedules` gives one schedule per register tile that fits,
 or none. Like every candidate, each is checked against the unscheduled kernel and measured.
@@ -54,7 +54,7 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
 
 def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
-    (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 NCHW
+    (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 or -2 NCHW
     conv."""
     shape = conv_output(mod)
     if shape is None:
@@ -107,8 +107,8 @@ def block_extents(mod: object, find) -> list[int] | None:
 
 
 def _conv_block(sch: object) -> object | None:
-    """The kernel's one conv2d_nchw (or group_conv2d_nchw) block at the root with stride 1 along the columns,
-    else None."""
+    """The kernel's one conv2d_nchw (or group_conv2d_nchw) block at the root with stride 1 or 2 along the
+    columns and no dilation, else None."""
     conv = only_root_block(sch, "conv2d_nchw") or only_root_block(sch, "group_conv2d_nchw")
     if conv is None:
         return None
@@ -116,7 +116,7 @@ def _conv_block(sch: object) -> object | None:
     kinds = [int(iv.iter_type) for iv in block.iter_vars]
     if kinds != [0, 0, 0, 0, 2, 2, 2] or len(sch.get_loops(conv)) != 7:
         return None
-    if not _unit_column_stride(block):
+    if not _column_stride_fits(block):
         return None
     return conv
 
@@ -127,15 +127,20 @@ def only_root_block(sch: object, prefix: str) -> object | None:
     return blocks[0] if len(blocks) == 1 else None
 
 
-def _unit_column_stride(block: object) -> bool:
-    """Whether the conv reads its input at column xx + rx (stride 1), the form the vector loads need."""
+def _column_stride_fits(block: object) -> bool:
+    """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (no dilation): a vector of output
+    columns then loads one input row contiguously, or, at stride 2, every other float of two vectors, which
+    LLVM shuffles out without a gather (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
+    under the rule, against 22-108 with the donors the ranker picked; output-checked)."""
     xx, rx = block.iter_vars[3].var, block.iter_vars[6].var
     if len(block.reads) != 2 or len(block.reads[0].region) != 4:
         return False
     data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw reads them
     from tvm.sym.pattern import detect_linear_equation
     coeffs = detect_linear_equation(data.region[3].min, [xx, rx])  # [per xx, per rx, constant]
-    return len(coeffs) == 3 and all(hasattr(c, "value") and int(c.value) == 1 for c in coeffs[:2])
+    if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]):
+        return False
+    return int(coeffs[0].value) in (1, 2) and int(coeffs[1].value) == 1
 
 
 def _tile(sch: object, tile: tuple[int, int, int]) -> None:
