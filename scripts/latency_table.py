@@ -72,11 +72,10 @@ class Recommenders:
     def matrix_for(self, name: str) -> Path | None:
         """The target folder whose matrix serves `name`: this target's, else the nearest one with the model."""
         from recommender.target_dirs import distance
-        have = [d for d in [self.root, *sorted(self.root.parent.iterdir())]
+        have = [d for d in self.root.parent.iterdir()
                 if (d / "transfer" / f"{name}.jsonl.gz").exists() and (d / "bank").is_dir()]
-        if not have:
-            return None
-        return have[0] if have[0] == self.root else min(have, key=lambda d: distance(self.root.name, d.name))
+        # the target itself is at distance zero from itself: its own matrix wins wherever it has the model
+        return min(have, key=lambda d: distance(self.root.name, d.name)) if have else None
 
     def for_model(self, name: str):
         from recommender.recommend import load_selector
