@@ -12,6 +12,9 @@ batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attentio
   last dim), so that the bias stays fused with the matmul as in torch's addmm; what follows (activation,
   residual add) stays outside the kernel, as in the torch form.
 
+Ops that no bank model has (conv1d, transposed conv, einsum) are first rewritten into conv2ds and matmuls
+(`recommender.canonical_ops`).
+
 Also compile fixes, not class changes: compares (``equal``, ``greater``, ...) of two bool tensors compare them
 as int8, bitwise ops on bool tensors become the logical ones, and a bool ``cumsum`` sums as int32 and casts
 back (TVM 0.27's LLVM codegen takes bool for a float in compares, bitwise ops and adds and fails the build:
@@ -130,7 +133,9 @@ def _rules() -> list:
             out = relax.op.multiply(out, base)
         return out
 
-    return [(is_op("relax.matmul")(x, w), matmul),
+    from .canonical_ops import rules as op_rules
+    return [*op_rules(_shape),  # first: the matmuls and conv2ds they write are then canonicalized in turn
+            (is_op("relax.matmul")(x, w), matmul),
             (is_op("relax.add")(reshaped, bias) | is_op("relax.add")(bias, reshaped), bias_add),
             (_any_op(_COMPARES, p, q), bool_compare),
             (is_op("relax.bitwise_not")(p) | _any_op(_BITWISE, p, q), bool_bitwise),

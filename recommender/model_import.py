@@ -260,10 +260,11 @@ def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "m
 
 def _from_onnx(path: str, bound: dict[str, list[int]] | None = None) -> object:
     from tvm.relax.frontend.onnx import from_onnx
+    from .onnx_rewrite import rewrite_for_frontend
     from .onnx_static import make_static
     model = load_onnx(path)
     shapes = onnx_input_shapes(model, bound or {}, path)
-    model = make_static(model, shapes)
+    model = rewrite_for_frontend(make_static(model, shapes))
     known = set()
     try:
         from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map

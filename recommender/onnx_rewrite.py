@@ -1,0 +1,276 @@
+"""ONNX operators that TVM's Relax frontend lacks or lowers to a kernel without donors, rewritten in the ONNX
+graph into operators it maps to matmuls (run on a graph whose shapes `onnx_static.make_static` fixed).
+
+- ``Einsum`` with two operands and a contracted index: a MatMul (batched over the indices both operands
+  and the output share) between Transposes and Reshapes. The frontend lowers Einsum to a TIR kernel of its
+  own class, for which no bank model has a schedule.
+- ``LSTM``, ``GRU`` and ``RNN`` (refused by the frontend in TVM 0.27): unrolled over the static sequence,
+  with the input projection of every step in one MatMul and one MatMul per step for the recurrence, gates
+  as in the ONNX operator definitions (peepholes, reverse and bidirectional directions,
+  ``linear_before_reset``; Sigmoid, Tanh and Relu activations).
+
+A node of a form not covered (clip, input_forget, activation parameters, sequence lengths other than the
+full sequence, weights that are not constants, dynamic shapes) is kept, and the frontend's own error or
+the unsupported-operator message names it. Every rewrite computes what the operator does (tests compare
+with ONNX Runtime).
+"""
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+_ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}
+_MIN_OPSET = 13  # Slice with inputs, Reshape with a shape input, Concat: stable from here on
+
+
+def rewrite_for_frontend(model: object) -> object:
+    """`model` with the nodes above rewritten; the same object when there is nothing to rewrite."""
+    import onnx
+    from onnx import numpy_helper
+
+    from .onnx_static import _static_shapes
+    targets = {"Einsum", "LSTM", "GRU", "RNN"}
+    if not any(n.op_type in targets for n in model.graph.node) or _opset(model) < _MIN_OPSET:
+        return model
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    shapes = {**{name: list(v.shape) for name, v in consts.items()}, **_static_shapes(inferred)}
+    for n in model.graph.node:  # Constant nodes count as initializers here
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            shapes.setdefault(n.output[0], list(consts[n.output[0]].shape))
+    nodes, added = [], []
+    for i, node in enumerate(model.graph.node):
+        b = _Builder(f"_rw{i}_", added)
+        done = False
+        if node.op_type == "Einsum":
+            done = _einsum(node, shapes, b)
+        elif node.op_type in ("LSTM", "GRU", "RNN"):
+            done = _recurrent(node, shapes, consts, b)
+        nodes.extend(b.nodes if done else [node])
+    if not added and len(nodes) == len(model.graph.node):
+        return model
+    g = model.graph
+    graph = onnx.helper.make_graph(nodes, g.name, list(g.input), list(g.output), list(g.initializer) + added)
+    return onnx.helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def _opset(model: object) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+class _Builder:
+    """Nodes and constants written for one rewritten node (names prefixed so that they stay unique)."""
+
+    def __init__(self, prefix: str, inits: list) -> None:
+        self.prefix, self.inits, self.nodes, self.count = prefix, inits, [], 0
+
+    def _name(self) -> str:
+        self.count += 1
+        return f"{self.prefix}{self.count}"
+
+    def const(self, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+        name = self._name()
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs: object) -> str:
+        from onnx import helper
+        out = out or self._name()
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def reshape(self, x: str, shape: list[int], out: str | None = None) -> str:
+        return self.op("Reshape", [x, self.const(np.array(shape, dtype=np.int64))], out)
+
+    def slice(self, x: str, axis: int, start: int, end: int) -> str:
+        ints = [self.const(np.array([v], dtype=np.int64)) for v in (start, end, axis)]
+        return self.op("Slice", [x, *ints])
+
+    def transpose(self, x: str, perm: list[int], out: str | None = None) -> str:
+        if perm == sorted(perm):
+            return self.op("Identity", [x], out) if out else x
+        return self.op("Transpose", [x], out, perm=perm)
+
+
+# ---- Einsum -------------------------------------------------------------------------------------------
+
+def _einsum(node: object, shapes: dict, b: _Builder) -> bool:
+    from onnx import helper
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    eq = attrs.get("equation", b"")
+    eq = eq.decode() if isinstance(eq, bytes) else str(eq)
+    plan = einsum_plan(eq, [shapes.get(x) for x in node.input])
+    if plan is None:
+        return False
+    (perm_a, flat_a), (perm_b, flat_b), full, perm_out = plan
+    lhs = b.reshape(b.transpose(node.input[0], perm_a), flat_a)
+    rhs = b.reshape(b.transpose(node.input[1], perm_b), flat_b)
+    product = b.reshape(b.op("MatMul", [lhs, rhs]), full)
+    b.transpose(product, perm_out, out=node.output[0])
+    return True
+
+
+def einsum_plan(equation: str, shapes: list) -> tuple | None:
+    """How a two-operand einsum runs as one matmul: for each operand the permute into (batch, rows or
+    columns, contracted) order and the 2-D or 3-D shape it is reshaped to, the matmul's output unflattened,
+    and the permute into the output's order. None where the einsum is not of that form."""
+    equation = equation.replace(" ", "")
+    if "->" not in equation or "." in equation or len(shapes) != 2 or None in shapes:
+        return None
+    ins, out = equation.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2:
+        return None
+    a, b = terms
+    if any(len(set(t)) != len(t) for t in (a, b, out)) or len(a) != len(shapes[0]) or len(b) != len(shapes[1]):
+        return None
+    size: dict[str, int] = {}
+    for term, dims in ((a, shapes[0]), (b, shapes[1])):
+        for letter, dim in zip(term, dims):
+            if size.setdefault(letter, dim) != dim:
+                return None
+    if set(out) - set(a + b) or (set(a) ^ set(b)) - set(out):  # an index summed in one operand only
+        return None
+    batch = [c for c in out if c in a and c in b]
+    rows = [c for c in a if c not in b]
+    cols = [c for c in b if c not in a]
+    inner = [c for c in a if c in b and c not in out]
+    if not inner:
+        return None
+    lead = [prod(size[c] for c in batch)] if prod(size[c] for c in batch) > 1 else []
+    m, k, n = (prod(size[c] for c in group) for group in (rows, inner, cols))
+    flat_a = ([a.index(c) for c in batch + rows + inner], lead + [m, k])
+    flat_b = ([b.index(c) for c in batch + inner + cols], lead + [k, n])
+    order = batch + rows + cols
+    return flat_a, flat_b, [size[c] for c in order], [order.index(c) for c in out]
+
+
+# ---- LSTM, GRU, RNN -----------------------------------------------------------------------------------
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+_DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+
+
+def _recurrent(node: object, shapes: dict, consts: dict, b: _Builder) -> bool:
+    from onnx import helper
+    kind = node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    inputs = list(node.input) + [""] * (8 - len(node.input))
+    x, w, r, bias, seq_lens, h0 = inputs[:6]
+    c0, peep = (inputs[6], inputs[7]) if kind == "LSTM" else ("", "")
+    direction = _text(attrs.get("direction", b"forward"))
+    layout = int(attrs.get("layout", 0))
+    dirs = 2 if direction == "bidirectional" else 1
+    acts = [_text(a) for a in attrs.get("activations", [])] or _DEFAULT_ACTS[kind] * dirs
+    xs = shapes.get(x)
+    if (xs is None or len(xs) != 3 or w not in consts or r not in consts or (bias and bias not in consts)
+            or (peep and peep not in consts) or direction not in ("forward", "reverse", "bidirectional")
+            or set(acts) - _ACTIVATIONS or len(acts) != len(_DEFAULT_ACTS[kind]) * dirs
+            or {"clip", "activation_alpha", "activation_beta"} & set(attrs) or attrs.get("input_forget", 0)):
+        return False
+    steps, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
+    if seq_lens:
+        lens = consts.get(seq_lens)
+        if lens is None or not np.all(np.asarray(lens) == steps):
+            return False
+    hidden = int(attrs.get("hidden_size", consts[r].shape[-1]))
+    gates = _GATES[kind]
+    W, R = consts[w].astype(np.float32), consts[r].astype(np.float32)
+    B = consts[bias].astype(np.float32) if bias else np.zeros((dirs, 2 * gates * hidden), np.float32)
+    seq = b.transpose(x, [1, 0, 2]) if layout else x  # [steps, batch, input]
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        reverse = direction == "reverse" or d == 1
+        fa = acts[len(_DEFAULT_ACTS[kind]) * d:len(_DEFAULT_ACTS[kind]) * (d + 1)]
+        # the input projection of every step at once: [steps, batch, gates * hidden]
+        wb = B[d, :gates * hidden] + (B[d, gates * hidden:] if kind != "GRU" else 0)
+        proj = b.op("Add", [b.op("MatMul", [seq, b.const(W[d].T)]), b.const(wb)])
+        h = _initial(b, h0, d, layout, batch, hidden)
+        c = _initial(b, c0, d, layout, batch, hidden) if kind == "LSTM" else None
+        outs = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            xt = b.reshape(b.slice(proj, 0, t, t + 1), [batch, gates * hidden])
+            if kind == "LSTM":
+                h, c = _lstm_step(b, xt, h, c, R[d], consts[peep][d] if peep else None, hidden, fa)
+            elif kind == "GRU":
+                h = _gru_step(b, xt, h, R[d], B[d, gates * hidden:], hidden, fa,
+                              int(attrs.get("linear_before_reset", 0)))
+            else:
+                h = _act(b, fa[0], b.op("Add", [xt, b.op("MatMul", [h, b.const(R[d].T)])]))
+            outs[t] = h
+        ys.append(b.op("Concat", [b.reshape(o, [1, 1, batch, hidden]) for o in outs], axis=0))
+        hs.append(b.reshape(h, [1, batch, hidden]))
+        cs.append(b.reshape(c, [1, batch, hidden]) if c is not None else None)
+    names = list(node.output) + [""] * (3 - len(node.output))
+    _emit(b, ys, 1, [2, 0, 1, 3] if layout else None, names[0])
+    _emit(b, hs, 0, [1, 0, 2] if layout else None, names[1])
+    if kind == "LSTM":
+        _emit(b, cs, 0, [1, 0, 2] if layout else None, names[2])
+    return True
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _initial(b: _Builder, state: str, d: int, layout: int, batch: int, hidden: int) -> str:
+    """Direction d's initial state as [batch, hidden] (zeros when the node has none)."""
+    if not state:
+        return b.const(np.zeros((batch, hidden), np.float32))
+    return b.reshape(b.slice(state, 1 if layout else 0, d, d + 1), [batch, hidden])
+
+
+def _act(b: _Builder, name: str, x: str) -> str:
+    return b.op(name, [x])
+
+
+def _lstm_step(b: _Builder, xt: str, h: str, c: str, R: np.ndarray, peep: np.ndarray | None, hidden: int,
+               acts: list[str]) -> tuple[str, str]:
+    f_, g_, h_ = acts
+    g = b.op("Add", [xt, b.op("MatMul", [h, b.const(R.T)])])  # gates i, o, f, c
+    i, o, f, cand = (b.slice(g, 1, k * hidden, (k + 1) * hidden) for k in range(4))
+    if peep is not None:
+        pi, po, pf = (b.const(np.asarray(peep[k * hidden:(k + 1) * hidden], np.float32)) for k in range(3))
+        i = b.op("Add", [i, b.op("Mul", [pi, c])])
+        f = b.op("Add", [f, b.op("Mul", [pf, c])])
+    i, f, cand = _act(b, f_, i), _act(b, f_, f), _act(b, g_, cand)
+    c = b.op("Add", [b.op("Mul", [f, c]), b.op("Mul", [i, cand])])
+    if peep is not None:
+        o = b.op("Add", [o, b.op("Mul", [po, c])])
+    return b.op("Mul", [_act(b, f_, o), _act(b, h_, c)]), c
+
+
+def _gru_step(b: _Builder, xt: str, h: str, R: np.ndarray, rb: np.ndarray, hidden: int, acts: list[str],
+              linear_before_reset: int) -> str:
+    f_, g_ = acts
+    xz, xr, xh = (b.slice(xt, 1, k * hidden, (k + 1) * hidden) for k in range(3))
+    if linear_before_reset:
+        hr = b.op("Add", [b.op("MatMul", [h, b.const(R.T)]), b.const(rb)])
+        hz, hrr, hh = (b.slice(hr, 1, k * hidden, (k + 1) * hidden) for k in range(3))
+        z = _act(b, f_, b.op("Add", [xz, hz]))
+        r = _act(b, f_, b.op("Add", [xr, hrr]))
+        n = _act(b, g_, b.op("Add", [xh, b.op("Mul", [r, hh])]))
+    else:
+        hzr = b.op("Add", [b.op("MatMul", [h, b.const(R[:2 * hidden].T)]), b.const(rb[:2 * hidden])])
+        z = _act(b, f_, b.op("Add", [xz, b.slice(hzr, 1, 0, hidden)]))
+        r = _act(b, f_, b.op("Add", [xr, b.slice(hzr, 1, hidden, 2 * hidden)]))
+        rh = b.op("MatMul", [b.op("Mul", [r, h]), b.const(R[2 * hidden:].T)])
+        n = _act(b, g_, b.op("Add", [xh, b.op("Add", [rh, b.const(rb[2 * hidden:])])]))
+    return b.op("Add", [n, b.op("Mul", [z, b.op("Sub", [h, n])])])  # (1 - z) * n + z * h
+
+
+def _emit(b: _Builder, parts: list, axis: int, perm: list[int] | None, name: str) -> None:
+    """Write one output of the node (skipped when the graph does not use it)."""
+    if not name:
+        return
+    joined = parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=axis)
+    if perm is None:
+        b.op("Identity", [joined], name)
+    else:
+        b.transpose(joined, perm, out=name)
