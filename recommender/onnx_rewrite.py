@@ -85,6 +85,16 @@ class _Builder:
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
         return out
 
+    def split(self, x: str, axis: int, parts: int) -> list[str]:
+        """`x` cut into `parts` equal slices along `axis` (one node: one kernel, not one per slice)."""
+        from onnx import helper
+        if parts == 1:
+            return [x]
+        outs = [self._name() for _ in range(parts)]
+        size = self.const(np.array([1] * parts, dtype=np.int64))  # the slices' sizes for a dim of `parts`
+        self.nodes.append(helper.make_node("Split", [x, size], outs, name=outs[0], axis=axis))
+        return outs
+
     def reshape(self, x: str, shape: list[int], out: str | None = None) -> str:
         return self.op("Reshape", [x, self.const(np.array(shape, dtype=np.int64))], out)
 
@@ -194,8 +204,9 @@ def _recurrent(node: object, shapes: dict, consts: dict, b: _Builder) -> bool:
         h = _initial(b, h0, d, layout, batch, hidden)
         c = _initial(b, c0, d, layout, batch, hidden) if kind == "LSTM" else None
         outs = [None] * steps
+        per_step = b.split(proj, 0, steps)
         for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-            xt = b.reshape(b.slice(proj, 0, t, t + 1), [batch, gates * hidden])
+            xt = b.reshape(per_step[t], [batch, gates * hidden])
             if kind == "LSTM":
                 h, c = _lstm_step(b, xt, h, c, R[d], consts[peep][d] if peep else None, hidden, fa)
             elif kind == "GRU":

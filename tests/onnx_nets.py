@@ -69,9 +69,9 @@ class UpConvNet(nn.Module):
 class Recurrent(nn.Module):
     """A recurrent classifier over [batch, steps, features]: its outputs and its last hidden state."""
 
-    def __init__(self, cell: type, **kw: object) -> None:
+    def __init__(self, cell: type, features: int = 16, hidden: int = 12, **kw: object) -> None:
         super().__init__()
-        self.rnn = cell(16, 12, batch_first=True, **kw)
+        self.rnn = cell(features, hidden, batch_first=True, **kw)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out, state = self.rnn(x)
@@ -108,3 +108,48 @@ def peephole_lstm(path: str, layout: int, hidden: int = 5, features: int = 4, st
     graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, xs)], outs, inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
     return xs
+
+
+class UNet(nn.Module):
+    """A two-level U-Net: conv + batch norm + ReLU blocks, max pooling, 2x2 stride-2 up-convolutions and skip
+    connections by concatenation."""
+
+    def __init__(self, ch: int = 32) -> None:
+        super().__init__()
+
+        def block(i: int, o: int) -> nn.Module:
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                                 nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+        self.down1, self.down2, self.mid = block(3, ch), block(ch, 2 * ch), block(2 * ch, 4 * ch)
+        self.up2, self.dec2 = nn.ConvTranspose2d(4 * ch, 2 * ch, 2, stride=2), block(4 * ch, 2 * ch)
+        self.up1, self.dec1 = nn.ConvTranspose2d(2 * ch, ch, 2, stride=2), block(2 * ch, ch)
+        self.out = nn.Conv2d(ch, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.down1(x)
+        b = self.down2(nn.functional.max_pool2d(a, 2))
+        c = self.mid(nn.functional.max_pool2d(b, 2))
+        b = self.dec2(torch.cat([b, self.up2(c)], 1))
+        return self.out(self.dec1(torch.cat([a, self.up1(b)], 1)))
+
+
+class Mixer(nn.Module):
+    """An MLP-Mixer: patch embedding, token-mixing and channel-mixing MLPs with layer norms."""
+
+    def __init__(self, image: int = 128, patch: int = 16, d: int = 256, layers: int = 4) -> None:
+        super().__init__()
+        tokens = (image // patch) ** 2
+        self.embed = nn.Conv2d(3, d, patch, patch)
+        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(2 * layers))
+        self.token_mlps = nn.ModuleList(nn.Sequential(nn.Linear(tokens, 2 * tokens), nn.GELU(),
+                                                      nn.Linear(2 * tokens, tokens)) for _ in range(layers))
+        self.channel_mlps = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                          for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        for i, (tok, ch) in enumerate(zip(self.token_mlps, self.channel_mlps)):
+            x = x + tok(self.norms[2 * i](x).transpose(1, 2)).transpose(1, 2)
+            x = x + ch(self.norms[2 * i + 1](x))
+        return self.head(x.mean(1))
