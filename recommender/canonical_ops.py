@@ -74,11 +74,11 @@ def rules(shape) -> list:
         sq, c = m[dropped], m[other]
         if not _drops_height(sq, shape):
             return orig
-        sc = shape(c)
-        if sc is None or len(sc) > 3:
+        sc, so = shape(c), shape(orig)
+        if sc is None or so is None or len(sc) > 3:
             return orig
         lifted = relax.op.expand_dims(relax.op.reshape(c, [1] * (3 - len(sc)) + sc) if len(sc) < 3 else c, 2)
-        return relax.op.reshape(relax.op.add(sq.args[0], lifted), shape(sq))
+        return relax.op.reshape(relax.op.add(sq.args[0], lifted), so)  # `c` may broadcast the conv's output
 
     def act_above_height_drop(orig: object, m: dict) -> object:
         """act(drop_height(conv2d [+ bias])) -> drop_height(act(...)): the activation stays in the conv kernel."""
