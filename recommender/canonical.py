@@ -12,8 +12,8 @@ batch dimension ([1, tokens, d] x [d, n], three spatial axes) and write attentio
   last dim), so that the bias stays fused with the matmul as in torch's addmm; what follows (activation,
   residual add) stays outside the kernel, as in the torch form.
 
-Ops that no bank model has (conv1d, transposed conv, einsum) are first rewritten into conv2ds and matmuls
-(`recommender.canonical_ops`).
+Ops that no bank model has (conv1d, transposed conv) are first rewritten into conv2ds
+(`recommender.canonical_ops`; einsum and recurrent layers are rewritten in the ONNX graph, `recommender.onnx_rewrite`).
 
 Also compile fixes, not class changes: compares (``equal``, ``greater``, ...) of two bool tensors compare them
 as int8, bitwise ops on bool tensors become the logical ones, and a bool ``cumsum`` sums as int32 and casts

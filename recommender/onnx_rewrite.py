@@ -43,7 +43,7 @@ def rewrite_for_frontend(model: object) -> object:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
             shapes.setdefault(n.output[0], list(consts[n.output[0]].shape))
-    nodes, added = [], []
+    nodes, added, changed = [], [], False
     for i, node in enumerate(model.graph.node):
         b = _Builder(f"_rw{i}_", added)
         done = False
@@ -52,11 +52,17 @@ def rewrite_for_frontend(model: object) -> object:
         elif node.op_type in ("LSTM", "GRU", "RNN"):
             done = _recurrent(node, shapes, consts, b)
         nodes.extend(b.nodes if done else [node])
-    if not added and len(nodes) == len(model.graph.node):
+        changed = changed or done
+    if not changed:
         return model
     g = model.graph
     graph = onnx.helper.make_graph(nodes, g.name, list(g.input), list(g.output), list(g.initializer) + added)
     return onnx.helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def _attrs(node: object) -> dict:
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
 def _opset(model: object) -> int:
@@ -111,11 +117,7 @@ class _Builder:
 # ---- Einsum -------------------------------------------------------------------------------------------
 
 def _einsum(node: object, shapes: dict, b: _Builder) -> bool:
-    from onnx import helper
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    eq = attrs.get("equation", b"")
-    eq = eq.decode() if isinstance(eq, bytes) else str(eq)
-    plan = einsum_plan(eq, [shapes.get(x) for x in node.input])
+    plan = einsum_plan(_text(_attrs(node).get("equation", b"")), [shapes.get(x) for x in node.input])
     if plan is None:
         return False
     (perm_a, flat_a), (perm_b, flat_b), full, perm_out = plan
@@ -168,20 +170,20 @@ _DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]
 
 
 def _recurrent(node: object, shapes: dict, consts: dict, b: _Builder) -> bool:
-    from onnx import helper
     kind = node.op_type
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = _attrs(node)
     inputs = list(node.input) + [""] * (8 - len(node.input))
     x, w, r, bias, seq_lens, h0 = inputs[:6]
     c0, peep = (inputs[6], inputs[7]) if kind == "LSTM" else ("", "")
     direction = _text(attrs.get("direction", b"forward"))
     layout = int(attrs.get("layout", 0))
     dirs = 2 if direction == "bidirectional" else 1
+    per_dir = len(_DEFAULT_ACTS[kind])  # activations per direction
     acts = [_text(a) for a in attrs.get("activations", [])] or _DEFAULT_ACTS[kind] * dirs
     xs = shapes.get(x)
     if (xs is None or len(xs) != 3 or w not in consts or r not in consts or (bias and bias not in consts)
             or (peep and peep not in consts) or direction not in ("forward", "reverse", "bidirectional")
-            or set(acts) - _ACTIVATIONS or len(acts) != len(_DEFAULT_ACTS[kind]) * dirs
+            or set(acts) - _ACTIVATIONS or len(acts) != per_dir * dirs
             or {"clip", "activation_alpha", "activation_beta"} & set(attrs) or attrs.get("input_forget", 0)):
         return False
     steps, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
@@ -197,7 +199,7 @@ def _recurrent(node: object, shapes: dict, consts: dict, b: _Builder) -> bool:
     ys, hs, cs = [], [], []
     for d in range(dirs):
         reverse = direction == "reverse" or d == 1
-        fa = acts[len(_DEFAULT_ACTS[kind]) * d:len(_DEFAULT_ACTS[kind]) * (d + 1)]
+        fa = acts[per_dir * d:per_dir * (d + 1)]
         # the input projection of every step at once: [steps, batch, gates * hidden]
         wb = B[d, :gates * hidden] + (B[d, gates * hidden:] if kind != "GRU" else 0)
         proj = b.op("Add", [b.op("MatMul", [seq, b.const(W[d].T)]), b.const(wb)])
@@ -238,6 +240,7 @@ def _initial(b: _Builder, state: str, d: int, layout: int, batch: int, hidden: i
 
 
 def _act(b: _Builder, name: str, x: str) -> str:
+    """An activation (Sigmoid, Tanh or Relu) of `x`."""
     return b.op(name, [x])
 
 
