@@ -264,7 +264,7 @@ def _from_onnx(path: str, bound: dict[str, list[int]] | None = None) -> object:
     from .onnx_static import make_static
     model = load_onnx(path)
     shapes = onnx_input_shapes(model, bound or {}, path)
-    model = rewrite_for_frontend(make_static(model, shapes))
+    model = rewrite_for_frontend(*make_static(model, shapes))
     known = set()
     try:
         from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map

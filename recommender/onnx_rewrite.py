@@ -24,21 +24,19 @@ _ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}
 _MIN_OPSET = 13  # Slice with inputs, Reshape with a shape input, Concat: stable from here on
 
 
-def rewrite_for_frontend(model: object) -> object:
-    """`model` with the nodes above rewritten; the same object when there is nothing to rewrite."""
+def rewrite_for_frontend(model: object, static_shapes: dict[str, list[int]]) -> object:
+    """`model` with the nodes above rewritten; the same object when there is nothing to rewrite.
+
+    `static_shapes` holds the tensors' inferred shapes (`make_static` returns them).
+    """
     import onnx
     from onnx import numpy_helper
 
-    from .onnx_static import _static_shapes
     targets = {"Einsum", "LSTM", "GRU", "RNN"}
     if not any(n.op_type in targets for n in model.graph.node) or _opset(model) < _MIN_OPSET:
         return model
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:
-        inferred = model
     consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    shapes = {**{name: list(v.shape) for name, v in consts.items()}, **_static_shapes(inferred)}
+    shapes = {**{name: list(v.shape) for name, v in consts.items()}, **static_shapes}
     for n in model.graph.node:  # Constant nodes count as initializers here
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)

@@ -16,8 +16,9 @@ _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifo
 _MAX_FOLDED_ELEMENTS = 1 << 16  # fold shape arithmetic, never materialise big tensors
 
 
-def make_static(model: object, shapes: dict[str, list[int]]) -> object:
-    """A copy of `model` with these input shapes and its constant subgraphs folded."""
+def make_static(model: object, shapes: dict[str, list[int]]) -> tuple[object, dict[str, list[int]]]:
+    """A copy of `model` with these input shapes and its constant subgraphs folded, and the static shape of
+    every tensor whose shape inference found one (inputs included)."""
     import onnx
     from onnx import numpy_helper
     model = _with_input_dims(model, shapes)
@@ -35,14 +36,14 @@ def make_static(model: object, shapes: dict[str, list[int]]) -> object:
         else:
             known.update(zip(node.output, values))
     if len(kept) == len(model.graph.node):
-        return model
+        return model, static
     used = {i for n in kept for i in n.input} | {o.name for o in model.graph.output}
     graph = model.graph
     inits = [numpy_helper.from_array(np.asarray(v), name) for name, v in known.items() if name in used]
     new_graph = onnx.helper.make_graph(kept, graph.name, list(graph.input), list(graph.output), inits,
                                        value_info=[])
     out = onnx.helper.make_model(new_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
-    return out
+    return out, static
 
 
 def _with_input_dims(model: object, shapes: dict[str, list[int]]) -> object:
