@@ -37,11 +37,13 @@ def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[
             for tc, th in shapes if channels % tc == 0 and height % th == 0]
 
 
-def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int]]:
-    """Every register tile of the matmul rule's shapes for `lanes` that fits the output, with every K block."""
+def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
+    """Every register tile of the matmul rule's shapes for `lanes` that fits the output, with every K block,
+    W read in place and packed, and the rule's own (its ragged-row tiles included)."""
     from recommender import matmul_rules as mr
-    return [(tm, nv, lanes, kb) for tm, nv in mr.TILE_SHAPES[lanes] if rows % tm == 0 and columns % (nv * lanes) == 0
-            for kb in mr.k_blocks(depth)]
+    every = [(tm, nv, lanes, kb, packed) for tm, nv in mr.TILE_SHAPES[lanes]
+             if rows % tm == 0 and columns % (nv * lanes) == 0 for kb in mr.k_blocks(depth) for packed in (False, True)]
+    return list(dict.fromkeys(mr.matmul_tiles(rows, columns, depth, lanes) + every))
 
 
 def rule_kinds() -> dict:

@@ -11,7 +11,10 @@ every row tile passes over it; both are fused into one parallel loop. The epilog
 residual add) is computed per tile while it is in cache.
 
 Where K is deep, the reduction is cut into blocks of W's panel (K_BLOCKS), each passed over by every row
-tile before the next, the accumulators then stored and reloaded between blocks. The tile follows the
+tile before the next, the accumulators then stored and reloaded between blocks. A packed tile first copies
+the panel (or its block) into a buffer of its own, rows of tn floats back to back: in W, a panel's rows lie
+N floats apart, and where N * 4 bytes is a multiple of 4 KiB (3072 columns: 12 KiB) they all fall into the
+same few cache sets, so the panel does not stay in cache however small it is. The tile follows the
 target's vector registers (`target.float32_lanes`): with AVX2's 16 registers of 8 floats, up to 12
 accumulators; with AVX-512's 32 registers of 16 floats, up to 24. It applies to a
 matmul block whose iterators are batch spatial loops, then M, N and one reduction, reading its right
@@ -30,6 +33,9 @@ TILE_SHAPES = {8: ((6, 2), (4, 3), (8, 1), (4, 2), (2, 2), (1, 2)),
 # 3072 rows of W, a page apart, per row tile: 88 GFLOP/s on distilbert's 128x3072x768 matmul against 240
 # with blocks of 256 (the same tile, llvm-rocketlake-2c, benchmarks/results/<key>/matmul_rules.md)
 K_BLOCKS = (0, 128, 256)
+# packed panels: 5.4 against 11.4 ms (112 against 53 GFLOP/s) on distilbert's 128x768x3072 matmul, the same
+# 4x3 tile unblocked; 1.16 against 1.33 ms on 128x768x768 (llvm-znver3-2c, FMA peak 197, out-of-tree probe run
+# with the rest of the machine idle, the median of 3 interleaved rounds)
 # a row count with no divisor among the tiles' but 1 or 2 (ViT's 197 tokens) gets tiles of MIN_ROWS rows or
 # more whose last row tile is cut short (a guard per row, not per lane), where the rows added to fill it are at
 # most MAX_RAGGED_ROWS of M: 184-204 GFLOP/s on ViT-B/16's 197x3072x768 matmul against 26 with 1-row tiles
@@ -43,12 +49,12 @@ def k_blocks(depth: int) -> list[int]:
     return [kb for kb in K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
 
 
-def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tuple[int, int, int, int]]:
-    """Register tiles (rows, vectors, lanes, K block) for an M x N output of a K-deep reduction on a target
-    with `lanes` float32 lanes: the first shape whose rows divide M and whose vectors of `lanes` columns divide
-    N, with each K block of K_BLOCKS that divides K (and is shorter), and the second shape with blocks of 128.
-    Where only 1- or 2-row shapes divide M, the shapes of MIN_ROWS rows or more whose last row tile is short
-    by at most MAX_RAGGED_ROWS of M instead."""
+def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tuple[int, int, int, int, bool]]:
+    """Register tiles (rows, vectors, lanes, K block, packed) for an M x N output of a K-deep reduction on a
+    target with `lanes` float32 lanes: the first shape whose rows divide M and whose vectors of `lanes` columns
+    divide N, with each K block of K_BLOCKS that divides K (and is shorter), W read in place and then packed,
+    and the second shape with blocks of 128, read in place. Where only 1- or 2-row shapes divide M, the shapes
+    of MIN_ROWS rows or more whose last row tile is short by at most MAX_RAGGED_ROWS of M instead."""
     if lanes not in TILE_SHAPES:
         raise ValueError(f"matmul tiles are defined for 8 or 16 float32 lanes, not {lanes}")
     fits = [(tm, nv) for tm, nv in TILE_SHAPES[lanes] if columns % (nv * lanes) == 0]
@@ -57,13 +63,13 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
         ragged = [(tm, nv) for tm, nv in fits if tm >= MIN_ROWS and -(-rows // tm) * tm <= rows * (1 + MAX_RAGGED_ROWS)]
         shapes = ragged or shapes
     blocks = k_blocks(depth)
-    out = [(*shapes[0], lanes, kb) for kb in blocks] if shapes else []
+    out = [(*shapes[0], lanes, kb, packed) for packed in (False, True) for kb in blocks] if shapes else []
     if len(shapes) > 1:
-        out.append((*shapes[1], lanes, 128 if 128 in blocks else 0))
+        out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, False))
     return out
 
 
-def rule_schedules(mod: object, tiles: list[tuple[int, int, int, int]] | None = None,
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int, int, bool]] | None = None,
                    lanes: int = 8) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`matmul_tiles` of the output by default); [] where `mod` is not a matmul the rule applies to."""
@@ -102,8 +108,8 @@ def _is_var(expr: object, var: object) -> bool:
     return hasattr(expr, "same_as") and expr.same_as(var)
 
 
-def _tile(sch: object, tile: tuple[int, int, int, int]) -> None:
-    tm, nv, lanes, kb = tile
+def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
+    tm, nv, lanes, kb, packed = tile
     block = _matmul_block(sch)
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(block))))
@@ -122,8 +128,14 @@ def _tile(sch: object, tile: tuple[int, int, int, int]) -> None:
         outer = sch.fuse(*batch, n_o)
     else:
         sch.reorder(*batch, n_o, m_o, k, m_i, n_v, n_l)
-        outer = sch.fuse(*batch, n_o, m_o)
+        # a packed panel is copied once per column panel, so row tiles stay inside the parallel loop
+        outer = sch.fuse(*batch, n_o) if packed else sch.fuse(*batch, n_o, m_o)
     sch.parallel(outer)
+    if packed:
+        # the panel (or its K block) copied to a buffer allocated inside the loop: rows of tn floats, contiguous
+        panel = sch.cache_read(block, 1, "global")
+        sch.compute_at(panel, k_o if blocked else outer, preserve_unit_loops=True)
+        _vectorize_innermost(sch, panel)
     sch.reverse_compute_at(out, outer, preserve_unit_loops=True)
     for loop in (m_i, n_v):
         sch.unroll(loop)

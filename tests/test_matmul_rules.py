@@ -30,15 +30,19 @@ def _matmul_bias(m: int = 64, k: int = 256, n: int = 128, batch: int = 0, transp
 def test_tiles_divide_the_output_and_block_only_a_deep_reduction():
     from recommender.matmul_rules import matmul_tiles
     # AVX-512: 8 rows x 3 vectors (24 accumulators) where 6 rows do not divide 128; K blocks of 128 and 256
-    assert matmul_tiles(128, 3072, 768, lanes=16) == [(8, 3, 16, 0), (8, 3, 16, 128), (8, 3, 16, 256),
-                                                      (4, 4, 16, 128)]
-    assert matmul_tiles(120, 768, 64, lanes=16) == [(6, 4, 16, 0), (8, 3, 16, 0)]  # K of 64: never blocked
-    assert matmul_tiles(128, 768, 768) == [(4, 3, 8, 0), (4, 3, 8, 128), (4, 3, 8, 256), (8, 1, 8, 128)]  # AVX2
+    # each K block with W read in place, then packed; the second shape in blocks of 128, in place
+    assert matmul_tiles(128, 3072, 768, lanes=16) == [(8, 3, 16, 0, False), (8, 3, 16, 128, False),
+                                                      (8, 3, 16, 256, False), (8, 3, 16, 0, True),
+                                                      (8, 3, 16, 128, True), (8, 3, 16, 256, True),
+                                                      (4, 4, 16, 128, False)]
+    # K of 64: never blocked
+    assert matmul_tiles(120, 768, 64, lanes=16) == [(6, 4, 16, 0, False), (6, 4, 16, 0, True), (8, 3, 16, 0, False)]
+    assert matmul_tiles(128, 768, 768)[::3] == [(4, 3, 8, 0, False), (4, 3, 8, 0, True), (8, 1, 8, 128, False)]  # AVX2
     # a prime row count (ViT's 197 tokens): 6-row tiles, the last one cut short, not 1-row ones
-    assert matmul_tiles(197, 768, 768, lanes=16) == [(6, 4, 16, 0), (6, 4, 16, 128), (6, 4, 16, 256),
-                                                     (8, 3, 16, 128)]
-    assert matmul_tiles(197, 768, 768)[0] == (6, 2, 8, 0)
-    assert matmul_tiles(7, 768, 768, lanes=16)[0] == (1, 2, 16, 0)  # 8 rows for 7 would add 14%: none ragged
+    assert matmul_tiles(197, 768, 768, lanes=16)[:3] == [(6, 4, 16, 0, False), (6, 4, 16, 128, False),
+                                                         (6, 4, 16, 256, False)]
+    assert matmul_tiles(197, 768, 768)[0] == (6, 2, 8, 0, False)
+    assert matmul_tiles(7, 768, 768, lanes=16)[0] == (1, 2, 16, 0, False)  # 8 rows for 7 would add 14%: none ragged
     assert matmul_tiles(128, 24, 64, lanes=16) == []  # 24 columns: no two vectors of 16
     with pytest.raises(ValueError, match="8 or 16"):
         matmul_tiles(128, 768, 768, lanes=4)
@@ -48,9 +52,12 @@ def test_the_rule_applies_to_row_major_right_operands_batched_or_not():
     from recommender import matmul_rules
     assert matmul_rules.matmul_output(_matmul_bias()) == (64, 128, 256)
     assert matmul_rules.matmul_output(_matmul_bias(batch=3)) == (64, 128, 256)
-    # 4 rows x 4 vectors, unblocked and in K blocks of 128 (256 is K itself), then 4 x 2 in blocks of 128
-    assert matmul_rules.matmul_tiles(64, 128, 256, lanes=16) == [(4, 4, 16, 0), (4, 4, 16, 128), (4, 2, 16, 128)]
-    assert len(matmul_rules.rule_schedules(_matmul_bias(batch=3), lanes=16)) == 3
+    # 4 rows x 4 vectors, unblocked and in K blocks of 128 (256 is K itself), in place and packed, then 4 x 2
+    # in blocks of 128
+    assert matmul_rules.matmul_tiles(64, 128, 256, lanes=16) == [
+        (4, 4, 16, 0, False), (4, 4, 16, 128, False), (4, 4, 16, 0, True), (4, 4, 16, 128, True),
+        (4, 2, 16, 128, False)]
+    assert len(matmul_rules.rule_schedules(_matmul_bias(batch=3), lanes=16)) == 5
     assert matmul_rules.matmul_output(_matmul_bias(transposed=True)) is None  # W[N, K]: no vector rows of W
     assert matmul_rules.rule_schedules(_matmul_bias(transposed=True)) == []
 
