@@ -28,7 +28,7 @@ from .loop_rules import _extent
 
 # (rows, vectors of columns) of the register tile, preferred first, by float32 lanes of the target's vectors
 TILE_SHAPES = {8: ((6, 2), (4, 3), (8, 1), (4, 2), (2, 2), (1, 2)),
-               16: ((6, 4), (8, 3), (4, 4), (4, 2), (2, 2), (1, 2))}
+               16: ((6, 4), (8, 3), (4, 4), (4, 2), (2, 2), (1, 2), (8, 1))}
 # rows of W's column panel per block of the reduction (0: the whole of K). Unblocked, a 3072-deep panel walks
 # 3072 rows of W, a page apart, per row tile: 88 GFLOP/s on distilbert's 128x3072x768 matmul against 240
 # with blocks of 256 (the same tile, llvm-rocketlake-2c, benchmarks/results/<key>/matmul_rules.md)
@@ -42,6 +42,10 @@ K_BLOCKS = (0, 128, 256)
 # (llvm-znver4-2c, FMA peak 229)
 MIN_ROWS = 4
 MAX_RAGGED_ROWS = 0.05
+# a column count that no tile's vectors divide (ViT's 197 tokens as the N of Q by K-transposed) gets packed tiles
+# over columns padded with zeros to a multiple of the tile's (TIR's pad_einsum: W's panel copied with zeros past
+# N, the output cropped), where the columns added are at most MAX_PADDED_COLUMNS of N
+MAX_PADDED_COLUMNS = 0.10
 
 
 def k_blocks(depth: int) -> list[int]:
@@ -54,19 +58,29 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
     target with `lanes` float32 lanes: the first shape whose rows divide M and whose vectors of `lanes` columns
     divide N, with each K block of K_BLOCKS that divides K (and is shorter), W read in place and then packed,
     and the second shape with blocks of 128, read in place. Where only 1- or 2-row shapes divide M, the shapes
-    of MIN_ROWS rows or more whose last row tile is short by at most MAX_RAGGED_ROWS of M instead."""
+    of MIN_ROWS rows or more whose last row tile is short by at most MAX_RAGGED_ROWS of M instead. Where no
+    shape's vectors divide N, the shapes whose padded columns add at most MAX_PADDED_COLUMNS of N, packed only."""
     if lanes not in TILE_SHAPES:
         raise ValueError(f"matmul tiles are defined for 8 or 16 float32 lanes, not {lanes}")
     fits = [(tm, nv) for tm, nv in TILE_SHAPES[lanes] if columns % (nv * lanes) == 0]
+    padded = not fits
+    if padded:
+        fits = [(tm, nv) for tm, nv in TILE_SHAPES[lanes]
+                if _round_up(columns, nv * lanes) <= columns * (1 + MAX_PADDED_COLUMNS)]
     shapes = [(tm, nv) for tm, nv in fits if rows % tm == 0]
     if not shapes or shapes[0][0] < MIN_ROWS:
-        ragged = [(tm, nv) for tm, nv in fits if tm >= MIN_ROWS and -(-rows // tm) * tm <= rows * (1 + MAX_RAGGED_ROWS)]
+        ragged = [(tm, nv) for tm, nv in fits if tm >= MIN_ROWS and _round_up(rows, tm) <= rows * (1 + MAX_RAGGED_ROWS)]
         shapes = ragged or shapes
     blocks = k_blocks(depth)
-    out = [(*shapes[0], lanes, kb, packed) for packed in (False, True) for kb in blocks] if shapes else []
+    out = [(*shapes[0], lanes, kb, packed) for packed in ((True,) if padded else (False, True)) for kb in blocks] \
+        if shapes else []
     if len(shapes) > 1:
-        out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, False))
+        out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, padded))
     return out
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def rule_schedules(mod: object, tiles: list[tuple[int, int, int, int, bool]] | None = None,
@@ -111,6 +125,16 @@ def _is_var(expr: object, var: object) -> bool:
 def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
     tm, nv, lanes, kb, packed = tile
     block = _matmul_block(sch)
+    padded_panel = None
+    if _extent(sch, sch.get_loops(block)[-2]) % (nv * lanes):
+        if not packed:
+            raise ValueError("columns that the tile does not divide are padded in a packed panel only")
+        padding = [1] * len(sch.get_loops(block))
+        padding[-2] = nv * lanes
+        right = sch.get(block).reads[1].source
+        sch.pad_einsum(block, padding)  # W copied with zeros past N (the packed panel), the output cropped
+        padded_panel = next(b for b in sch.get_producers(block) if not sch.get(b).writes[0].source.same_as(right)
+                            and sch.get(b).reads and sch.get(b).reads[0].source.same_as(right))
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(block))))
     producers, consumers = blocks[:at], blocks[at + 1:]
@@ -133,7 +157,7 @@ def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
     sch.parallel(outer)
     if packed:
         # the panel (or its K block) copied to a buffer allocated inside the loop: rows of tn floats, contiguous
-        panel = sch.cache_read(block, 1, "global")
+        panel = padded_panel or sch.cache_read(block, 1, "global")
         sch.compute_at(panel, k_o if blocked else outer, preserve_unit_loops=True)
         _vectorize_innermost(sch, panel)
     sch.reverse_compute_at(out, outer, preserve_unit_loops=True)
@@ -145,4 +169,5 @@ def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
     init = sch.decompose_reduction(block, sch.get_loops(block)[1] if blocked else k)
     _vectorize_innermost(sch, init)
     for b in producers:
-        _parallel_root(sch, b)
+        if padded_panel is None or not sch.get(b).same_as(sch.get(padded_panel)):
+            _parallel_root(sch, b)

@@ -43,7 +43,10 @@ def test_tiles_divide_the_output_and_block_only_a_deep_reduction():
                                                          (6, 4, 16, 256, False)]
     assert matmul_tiles(197, 768, 768)[0] == (6, 2, 8, 0, False)
     assert matmul_tiles(7, 768, 768, lanes=16)[0] == (1, 2, 16, 0, False)  # 8 rows for 7 would add 14%: none ragged
-    assert matmul_tiles(128, 24, 64, lanes=16) == []  # 24 columns: no two vectors of 16
+    assert matmul_tiles(128, 24, 64, lanes=16) == []  # 24 columns: no vector of 16 without padding 33%
+    # 197 columns (ViT's Q by K-transposed): packed tiles over columns padded to 208 or 216
+    assert matmul_tiles(197, 197, 64) == [(6, 2, 8, 0, True), (4, 3, 8, 0, True)]
+    assert matmul_tiles(197, 197, 64, lanes=16) == [(8, 1, 16, 0, True)]
     with pytest.raises(ValueError, match="8 or 16"):
         matmul_tiles(128, 768, 768, lanes=4)
 
@@ -63,14 +66,14 @@ def test_the_rule_applies_to_row_major_right_operands_batched_or_not():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("m", [64, 197])
-def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target, m):
+@pytest.mark.parametrize("m,n", [(64, 256), (197, 256), (64, 197)])
+def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target, m, n):
     """The rule's tiles come as SAMPLED candidates (source MATMUL_RULE) that measure_kernel measures whatever
-    the selection, each output checked against the unscheduled kernel; blocked or not, and with a last row
-    tile cut short (197 rows, ViT's tokens), they beat plain loops by far."""
+    the selection, each output checked against the unscheduled kernel; blocked or not, packed or not, with a
+    last row tile cut short (197 rows, ViT's tokens) or columns padded (197), they beat plain loops by far."""
     from recommender.kernels import kernel_from_mod
     from recommender.transfer.kernel import MATMUL_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
-    kernel = kernel_from_mod("matmul", _matmul_bias(m=m, k=512, n=256))
+    kernel = kernel_from_mod("matmul", _matmul_bias(m=m, k=512, n=n))
     assert kernel.class_key.startswith("matmul/"), kernel.class_key
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
         cands = tile_rule_candidates(kernel, m)
