@@ -44,6 +44,7 @@ _SCHEMA: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], Any, str 
     "ReverseComputeInline": (("B",), None, (), 0, None),
     "DecomposeReduction": (("B", "L"), None, (), 1, "B"),
     "RFactor": (("L",), None, ("i",), 1, "B"),
+    "PadEinsum": (("B",), None, ("ci",), 0, None),  # the matmul rule's padded columns
     "EnterPostproc": ((), None, (), 0, None),
 }
 _SAMPLING = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}

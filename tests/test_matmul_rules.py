@@ -83,3 +83,18 @@ def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat
     assert len(rows) == len(cands) and all(r.status == OK and r.latency_s > 0 for r in rows)
     assert choice.chosen is not None and choice.chosen["source_model"] == MATMUL_RULE
     assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
+
+
+def test_a_padded_tile_rebuilds_from_its_trace(target):
+    """The padded tiles' traces hold PadEinsum: the trace check accepts it and the schedule is rebuilt from
+    the trace, as a transfer does for the database after measuring it in a worker."""
+    from featurize.trace_schema import check_trace
+    from recommender import matmul_rules
+    from recommender.replay import apply_replayed, tile_rule_schedules
+    mod = _matmul_bias(m=64, k=128, n=197)
+    replayed = tile_rule_schedules(mod, target.tvm(), rule="matmul")
+    assert replayed and all(t[-1] for t in matmul_rules.matmul_tiles(64, 197, 128))  # packed only
+    for r in replayed:
+        assert any(inst[0] == "PadEinsum" for inst in r.trace_json[0])
+        check_trace(r.trace_json)
+        assert apply_replayed(r.trace_json, mod, target.tvm()).sch is not None
