@@ -131,10 +131,9 @@ def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
             raise ValueError("columns that the tile does not divide are padded in a packed panel only")
         padding = [1] * len(sch.get_loops(block))
         padding[-2] = nv * lanes
-        right = sch.get(block).reads[1].source
         sch.pad_einsum(block, padding)  # W copied with zeros past N (the packed panel), the output cropped
-        padded_panel = next(b for b in sch.get_producers(block) if not sch.get(b).writes[0].source.same_as(right)
-                            and sch.get(b).reads and sch.get(b).reads[0].source.same_as(right))
+        padded_w = sch.get(block).reads[1].source
+        padded_panel = next(b for b in sch.get_producers(block) if sch.get(b).writes[0].source.same_as(padded_w))
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(block))))
     producers, consumers = blocks[:at], blocks[at + 1:]
