@@ -14,19 +14,36 @@ import numpy as np
 _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                "Bernoulli", "If", "Loop", "Scan"}
 _MAX_FOLDED_ELEMENTS = 1 << 16  # fold shape arithmetic, never materialise big tensors
+_MAX_ROUNDS = 8  # rounds of shape inference and folding (each round finds the shapes the last one made known)
 
 
 def make_static(model: object, shapes: dict[str, list[int]]) -> tuple[object, dict[str, list[int]]]:
     """A copy of `model` with these input shapes and its constant subgraphs folded, and the static shape of
-    every tensor whose shape inference found one (inputs included)."""
+    every tensor whose shape inference found one (inputs included). Folding and shape inference take turns
+    until nothing more folds: a shape that inference finds only once a slice's bounds are constants (the
+    halves of a ShuffleNet's channel split) makes the arithmetic after it constant in the next round."""
+    model = _with_input_dims(model, shapes)
+    for _ in range(_MAX_ROUNDS):
+        static = _static_shapes(_inferred(model))
+        folded = _folded(model, static)
+        if folded is None:
+            return model, static
+        model = folded
+    return model, _static_shapes(_inferred(model))
+
+
+def _inferred(model: object) -> object:
+    import onnx
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # shape inference refuses some graphs; fold what the inputs' shapes give alone
+        return model
+
+
+def _folded(model: object, static: dict[str, list[int]]) -> object | None:
+    """The model with every node whose outputs are constant replaced by initializers (None: none is)."""
     import onnx
     from onnx import numpy_helper
-    model = _with_input_dims(model, shapes)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # shape inference refuses some graphs; fold what the inputs' shapes give alone
-        inferred = model
-    static = _static_shapes(inferred)
     known = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     kept = []
     for node in model.graph.node:
@@ -36,14 +53,13 @@ def make_static(model: object, shapes: dict[str, list[int]]) -> tuple[object, di
         else:
             known.update(zip(node.output, values))
     if len(kept) == len(model.graph.node):
-        return model, static
+        return None
     used = {i for n in kept for i in n.input} | {o.name for o in model.graph.output}
     graph = model.graph
     inits = [numpy_helper.from_array(np.asarray(v), name) for name, v in known.items() if name in used]
     new_graph = onnx.helper.make_graph(kept, graph.name, list(graph.input), list(graph.output), inits,
                                        value_info=[])
-    out = onnx.helper.make_model(new_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
-    return out, static
+    return onnx.helper.make_model(new_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
 
 
 def _with_input_dims(model: object, shapes: dict[str, list[int]]) -> object:

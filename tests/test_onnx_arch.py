@@ -1,0 +1,93 @@
+"""Architectures outside the zoo, exported to ONNX in the test (tests/onnx_arch.py): shifted-window
+attention, channel shuffle, SPPF and nearest upsampling, RMS norms over token ids, causal masks and a tied LM
+head, instance norms with reflection padding, fire modules, conformer blocks. Each must import with a
+dynamic batch dim, compute what ONNX Runtime computes, and have a bank donor (same class or same anchor)
+for at least 95% of its FLOPs, so that transfer schedules it instead of leaving plain loops."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recommender.kernels import extract_kernels, flop_shares
+from recommender.model_import import import_model, load_onnx, onnx_input_shapes
+from recommender.onnx_static import make_static
+
+from .onnx_arch import ARCHITECTURES, shufflenet
+from .onnx_nets import export_onnx
+
+SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
+
+
+def _export(name: str, folder: Path, opset: int | None = None) -> tuple[str, list[np.ndarray]]:
+    import torch
+    model, args = ARCHITECTURES[name]()
+    path = str(folder / f"{name}.onnx")
+    if opset is None:
+        export_onnx(model, args, path, {"x0": {0: "batch"}})
+    else:
+        with torch.no_grad():
+            torch.onnx.export(model, args, path, dynamo=False, input_names=["x0"], opset_version=opset,
+                              dynamic_axes={"x0": {0: "batch"}})
+    return path, [a.numpy() for a in args]
+
+
+def test_shape_arithmetic_behind_a_channel_split_folds_away(tmp_path):
+    """ShuffleNet's shuffle reshapes to dims computed from the shape of a concatenation of a slice, whose
+    bounds are themselves computed from a shape: one round of shape inference cannot see it, and TVM's
+    frontend refused the reshape (`shape_of expects a tensor input`). Rounds of folding leave no Shape node."""
+    model, args = shufflenet()
+    path = export_onnx(model, args, str(tmp_path / "shuffle.onnx"), {"x0": {0: "batch"}})
+    onnx_model = load_onnx(path)
+    assert any(n.op_type == "Shape" for n in onnx_model.graph.node)
+    folded, static = make_static(onnx_model, onnx_input_shapes(onnx_model, {}, path, log=lambda m: None))
+    assert not [n.name for n in folded.graph.node if n.op_type in ("Shape", "Gather", "Unsqueeze")]
+    assert static["x0"] == [1, 3, 64, 64]
+    reshapes = {n.input[1] for n in folded.graph.node if n.op_type == "Reshape"}
+    consts = {t.name for t in folded.graph.initializer}
+    assert reshapes and reshapes <= consts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(name, target, tmp_path):
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+
+    from recommender.candidates import BankIndex
+    from recommender.rows import ANCHOR, CLASS
+    path, inputs = _export(name, tmp_path)
+    model = import_model(path, target.tvm())
+    assert model.input_shapes[0][0] == 1  # the dynamic batch dim, taken as 1
+    vm = relax.VirtualMachine(tvm.compile(model.mod, target=target.tvm()), tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
+    out = (out if hasattr(out, "numpy") else out[0]).numpy()
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+    index = BankIndex(SHIPPED_BANK)
+    kernels = extract_kernels(model, target.tvm())
+    covered = sum(s for k, s in zip(kernels, flop_shares(kernels))
+                  if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR))
+    assert covered >= 0.95, f"{name}: {covered:.1%} of FLOPs have a donor"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset", [11, 13])
+def test_older_opsets_import_as_the_current_one(opset, target, tmp_path):
+    """Exporters of older opsets write Split, Squeeze, Resize and Clip in their older forms; the models that
+    torch can export at that opset compute what ONNX Runtime computes."""
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+    for name in ("shufflenet", "yolo", "swin"):
+        path, inputs = _export(name, tmp_path, opset)
+        model = import_model(path, target.tvm())
+        out = relax.VirtualMachine(tvm.compile(model.mod, target=target.tvm()), tvm.cpu())["main"](
+            *[tvm.runtime.tensor(x) for x in inputs]).numpy()
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()), err_msg=name)
