@@ -124,32 +124,3 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
     report = json.loads((out / "report.json").read_text())
     assert len(report["kernels"]) > done  # the rest was measured, the first ones resumed from their rows
 
-
-def test_a_chosen_candidate_whose_trace_does_not_rebuild_fails_and_the_next_is_chosen(target):
-    """A candidate measured in a worker is rebuilt from its trace for the database; where that rebuild fails
-    (here: an instruction kind the trace check refuses), its row fails with the reason and the next fastest
-    valid candidate is chosen instead of the whole run stopping."""
-    from recommender.candidates import Candidate, SourceSchedule
-    from recommender.kernels import kernel_from_mod
-    from recommender.measure.measurer import MeasureResult
-    from recommender.replay import Replayed
-    from recommender.rows import OK, REPLAY_ERROR, SAMPLED
-    from recommender.transfer.kernel import FoundCandidates, choose
-    from tvm.s_tir import Schedule
-    kernel = kernel_from_mod("matmul", as_mod(matmul64))
-    sch = Schedule(kernel.mod)
-    sch.parallel(sch.get_loops(sch.get_sblock("C"))[0])
-    good = sch.trace.as_json()
-    bad = [[["NoSuchInstruction", [], [], []]], []]
-
-    def cand(name, trace):
-        source = SourceSchedule(name, "k", 0, 1e-3, trace, kernel.mod, kernel.class_key, SAMPLED)
-        return Candidate(source, Replayed(mod=kernel.mod, trace_json=trace), OK)
-
-    found = FoundCandidates(kernel, [cand("fast-but-broken", bad), cand("slower", good)], SAMPLED, 0.0)
-    results = {0: MeasureResult(OK, [1e-6]), 1: MeasureResult(OK, [2e-6])}
-    choice = choose(found, MeasureResult(OK, [1.0]), results, target.tvm())
-    assert choice.chosen is not None and choice.chosen["source_model"] == "slower"
-    broken = next(r for r in choice.rows if r.source_model == "fast-but-broken")
-    assert broken.status == REPLAY_ERROR and "rebuilt from its trace" in broken.error
-    assert choice.failures[REPLAY_ERROR] == 1 and choice.valid == 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from ..kernels import Kernel
 from ..replay import ReplayFailure, apply_replayed
@@ -115,28 +115,40 @@ def set_chosen(choice: KernelChoice, row: CandidateRow, sch: object) -> None:
     choice.chosen_costs = list(row.costs)
 
 
+def choose_rebuilt(choice: KernelChoice, rebuild: Callable[[int, CandidateRow], object]) -> KernelChoice:
+    """Choose for `choice` from its rows: the fastest valid candidate that beats the default, its schedule
+    from `rebuild(row index, row)`. A candidate whose schedule does not rebuild in this process (it was
+    replayed in a worker, or recorded by an earlier run) fails with the reason, and the next fastest is
+    chosen; the default where none is left."""
+    while True:
+        tally(choice)
+        best = best_row(choice)
+        if best is None:
+            return choice
+        at = next(i for i, r in enumerate(choice.rows) if r is best)
+        try:
+            sch = rebuild(at, best)
+        except ReplayFailure as err:
+            print(f"warning: {choice.kernel.name}: a chosen schedule does not rebuild from its trace ({err}); "
+                  f"the next fastest is chosen", file=sys.stderr)
+            choice.rows[at] = replace(best, status=err.reason, error=f"rebuilt from its trace: {err}"[:300])
+            continue
+        set_chosen(choice, best, sch)
+        return choice
+
+
 def choice_from_rows(kernel: Kernel, rows: list[CandidateRow], target: object) -> KernelChoice:
     """A kernel's choice rebuilt from its recorded rows (a resumed run measures nothing again); the
     chosen schedule is re-applied from its replayed trace."""
     choice = KernelChoice(kernel)
     default = next(r for r in rows if r.is_default)
-    choice.rows = rows
+    choice.rows = list(rows)
     choice.default_s = default.latency_s
     secs = default.seconds or {}
     choice.replay_s, choice.build_s, choice.run_s, choice.wall_s = (
         float(secs.get(k, 0.0)) for k in ("replay", "build", "run", "total"))
     choice.match = kernel_match((r.match, r.replayed) for r in rows if not r.is_default)  # as find_candidates
-    tally(choice)
-    best = best_row(choice)
-    if best is not None:
-        try:
-            sch = apply_replayed(best.trace, kernel.mod, target).sch
-        except ReplayFailure as err:
-            print(f"warning: {kernel.name}: the recorded choice no longer replays ({err}); keeping the default",
-                  file=sys.stderr)
-            return choice
-        set_chosen(choice, best, sch)
-    return choice
+    return choose_rebuilt(choice, lambda _, row: apply_replayed(row.trace, kernel.mod, target).sch)
 
 
-__all__ = ["KernelChoice", "candidate_row", "choice_from_rows", "best_row", "set_chosen", "tally", "OK"]
+__all__ = ["KernelChoice", "candidate_row", "choice_from_rows", "choose_rebuilt", "best_row", "set_chosen", "tally", "OK"]

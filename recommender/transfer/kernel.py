@@ -15,9 +15,9 @@ from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
 from ..conv_rules import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
 from ..kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..replay import ReplayFailure, apply_replayed, sample_isolated, tile_rules_isolated
+from ..replay import apply_replayed, sample_isolated, tile_rules_isolated
 from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
-from .choice import KernelChoice, best_row, candidate_row, kernel_match, set_chosen, tally
+from .choice import KernelChoice, candidate_row, choose_rebuilt, kernel_match
 from .short_tune import short_tune
 
 
@@ -167,21 +167,12 @@ def choose(found: FoundCandidates, default: object | None, by_index: dict[int, o
     choice.rows.append(candidate_row(kernel, None, default, measured=measured_default))
     for i, c in enumerate(found.candidates):
         choice.rows.append(candidate_row(kernel, c, by_index.get(i), measured=i in by_index or c.status != OK))
-    while True:
-        tally(choice)
-        best = best_row(choice)
-        if best is None:
-            return choice
-        at = next(i for i, r in enumerate(choice.rows) if r is best)
+
+    def rebuild(at: int, row: CandidateRow) -> object:  # replayed in a worker: the schedule is rebuilt here
         c = found.candidates[at - 1]
-        try:  # replayed in a worker: the schedule is rebuilt here from its trace
-            sch = c.replayed.sch if c.replayed.sch is not None else apply_replayed(c.replayed.trace_json,
-                                                                                   kernel.mod, target).sch
-        except ReplayFailure as err:  # it replayed there but not here: that row fails, the next one is chosen
-            choice.rows[at] = replace(best, status=err.reason, error=f"rebuilt from its trace: {err}")
-            continue
-        set_chosen(choice, best, sch)
-        return choice
+        return c.replayed.sch if c.replayed.sch is not None else apply_replayed(c.replayed.trace_json,
+                                                                                kernel.mod, target).sch
+    return choose_rebuilt(choice, rebuild)
 
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
