@@ -270,3 +270,59 @@ ARCHITECTURES = {
     "squeezenet": squeezenet,
     "conformer": conformer,
 }
+
+
+class LastHidden(nn.Module):
+    """A Hugging Face model's last hidden state as its one output (what an ONNX export of it returns first)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        out = self.model(*args)
+        return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+
+
+def _hf(build) -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    model, args = build()
+    return LastHidden(model.eval()).eval(), args
+
+
+def _hf_t5():
+    import transformers as hf
+    cfg = hf.T5Config(vocab_size=512, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2)
+    return hf.T5EncoderModel(cfg), (torch.randint(0, 100, (1, 32)),)
+
+
+def _hf_swin():
+    import transformers as hf
+    cfg = hf.SwinConfig(image_size=64, patch_size=4, embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=4)
+    return hf.SwinModel(cfg), (torch.randn(1, 3, 64, 64),)
+
+
+def _hf_wav2vec2():
+    import transformers as hf
+    cfg = hf.Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                            conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
+    return hf.Wav2Vec2Model(cfg), (torch.randn(1, 4000),)
+
+
+def _hf_deberta():
+    import transformers as hf
+    cfg = hf.DebertaV2Config(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=128)
+    return hf.DebertaV2Model(cfg), (torch.randint(0, 100, (1, 32)),)
+
+
+# Hugging Face architectures with random weights from small configs (nothing downloaded), as their users
+# export them: relative position buckets, shifted windows, a conv feature encoder over a waveform, disentangled
+# attention
+HF_ARCHITECTURES = {
+    "hf_t5_encoder": lambda: _hf(_hf_t5),
+    "hf_swin": lambda: _hf(_hf_swin),
+    "hf_wav2vec2": lambda: _hf(_hf_wav2vec2),
+    "hf_deberta_v2": lambda: _hf(_hf_deberta),
+}

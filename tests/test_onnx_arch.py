@@ -1,8 +1,9 @@
 """Architectures outside the zoo, exported to ONNX in the test (tests/onnx_arch.py): shifted-window
 attention, channel shuffle, SPPF and nearest upsampling, RMS norms over token ids, causal masks and a tied LM
-head, instance norms with reflection padding, fire modules, conformer blocks. Each must import with a
-dynamic batch dim, compute what ONNX Runtime computes, and have a bank donor (same class or same anchor)
-for at least 95% of its FLOPs, so that transfer schedules it instead of leaving plain loops."""
+head, instance norms with reflection padding, fire modules, conformer blocks; and Hugging Face models built
+from small configs (T5's encoder, Swin, wav2vec 2.0, DeBERTa-v2). Each must import with a dynamic batch dim,
+compute what ONNX Runtime computes, and have a bank donor (same class or same anchor) for at least 95% of its
+FLOPs, so that transfer schedules it instead of leaving plain loops."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +15,7 @@ from recommender.kernels import extract_kernels, flop_shares
 from recommender.model_import import import_model, load_onnx, onnx_input_shapes
 from recommender.onnx_static import make_static
 
-from .onnx_arch import ARCHITECTURES, shufflenet
+from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, shufflenet
 from .onnx_nets import export_onnx
 
 SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
@@ -22,7 +23,7 @@ SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c"
 
 def _export(name: str, folder: Path, opset: int | None = None) -> tuple[str, list[np.ndarray]]:
     import torch
-    model, args = ARCHITECTURES[name]()
+    model, args = {**ARCHITECTURES, **HF_ARCHITECTURES}[name]()
     path = str(folder / f"{name}.onnx")
     if opset is None:
         export_onnx(model, args, path, {"x0": {0: "batch"}})
@@ -50,7 +51,7 @@ def test_shape_arithmetic_behind_a_channel_split_folds_away(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES) + sorted(HF_ARCHITECTURES))
 def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(name, target, tmp_path):
     import onnxruntime as ort
     import tvm
