@@ -139,7 +139,13 @@ def main() -> None:
     table = read_json(out_path) if out_path.exists() else {}
     done = set() if args.redo else set(table)  # redone rows replace the old ones one by one: a stop loses none
     folders = [f for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
-    wanted = {m for m in args.models.split(",") if m}
+    wanted = [m for m in args.models.split(",") if m]
+    names = {f: read_meta(f)["model"] for f in folders}
+    unknown = sorted(set(wanted) - set(names.values()))
+    if unknown:
+        raise SchedrecError(f"no bank or reference model {', '.join(unknown)} for {target.key}")
+    if wanted:  # the rows asked for, in the order asked for (bank and references alike)
+        folders = sorted((f for f in folders if names[f] in wanted), key=lambda f: wanted.index(names[f]))
     cores = int(target.config.get("num-cores", 1))
     settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=round(MIN_REPEAT_S * 1000), fast_math=not args.exact_math)
     # untuned TVM runs plain loops (seconds per inference on the big models): 3 repeats of one inference
