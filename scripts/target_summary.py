@@ -111,6 +111,23 @@ def cross_target_line(target_dir: Path, results: Path) -> str:
             f"{c['test_key']}`), top-1 / top-5: " + "; ".join(pairs) + ".")
 
 
+def unseen_onnx_line(results: Path) -> str:
+    """What schedrec handed back for ONNX models of architectures outside the bank, against ONNX Runtime and
+    PyTorch eager in the same run ('' where benchmarks/unseen_onnx.py was not run on this CPU)."""
+    u = _read(results / "unseen_onnx.json")
+    rows = [(n, r) for n, r in ((u or {}).get("models") or {}).items() if r.get("schedrec_ms")]
+    if not rows:
+        return ""
+
+    def ms(value: float | None) -> str:
+        return f"{value:.1f}" if value else "-"
+    parts = [f"{n} {ms(r['schedrec_ms'])} / {ms(r.get('onnxruntime_ms'))} / {ms(r.get('pytorch_ms'))}"
+             for n, r in rows]
+    return (f"- ONNX models of architectures outside the bank, exported and transferred in the run (k=2, "
+            f"{u['selector']}), ms schedrec / ONNX Runtime / PyTorch eager, timed side by side: "
+            + "; ".join(parts) + f" (`{u['command']}`, [table](benchmarks/results/{results.name}/unseen_onnx.md)).")
+
+
 def probes_line(results: Path) -> str:
     """The FMA peak and the tile rules' probes (conv, matmul) where they were run on this CPU."""
     peak = _read(results / "peak_gflops.json")
@@ -163,6 +180,7 @@ def render_targets(root: Path) -> str:
         lines = [f"#### Measured on `{target_dir.name}`" + (f" ({cpu})" if cpu else ""), "",
                  bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
                  *rankers_table(target_dir)]
-        lines += [x for x in (cross_target_line(target_dir, results), probes_line(results)) if x]
+        lines += [x for x in (cross_target_line(target_dir, results), unseen_onnx_line(results),
+                               probes_line(results)) if x]
         blocks.append("\n".join(lines).rstrip() + "\n")
     return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"
