@@ -68,3 +68,18 @@ def test_a_latency_row_s_caveat_is_printed_under_the_table_until_the_row_is_redo
     lines = card.latency_table({"a": row, "b": {**row, "caveat": "measured beside the tuner; redo"}}, {})
     assert lines[-2:] == ["", "- b: measured beside the tuner; redo"]
     assert not any(line.startswith("- ") for line in card.latency_table({"a": row}, {}))
+
+
+def test_the_per_cpu_block_gives_the_unseen_onnx_figures_where_they_were_measured(tmp_path):
+    """benchmarks/unseen_onnx.py's figures (schedrec / ONNX Runtime / PyTorch, ms) appear in the block of the
+    CPU they were measured on, with the command; a model whose schedrec column failed is left out."""
+    import json
+    summary = load_script("target_summary")
+    assert summary.unseen_onnx_line(tmp_path) == ""
+    rows = {"yolo": {"schedrec_ms": 32.61, "onnxruntime_ms": 14.2, "pytorch_ms": 29.8},
+            "t5": {"schedrec_ms": 7.07, "pytorch_ms": 12.9}, "broken": {"errors": {"schedrec": "x"}}}
+    (tmp_path / "unseen_onnx.json").write_text(json.dumps(
+        {"selector": "lgbm of llvm-x-2c", "command": "python benchmarks/unseen_onnx.py", "models": rows}))
+    line = summary.unseen_onnx_line(tmp_path)
+    assert "yolo 32.6 / 14.2 / 29.8; t5 7.1 / - / 12.9 (`python benchmarks/unseen_onnx.py`" in line
+    assert "lgbm of llvm-x-2c" in line and "broken" not in line
