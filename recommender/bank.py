@@ -130,6 +130,18 @@ def read_records(folder: Path) -> tuple[list, list[BankRecord]]:
     return workloads, records
 
 
+def count_records(folder: Path) -> int:
+    """How many tuning records a bank model folder holds: its record file's lines, none of them parsed."""
+    path = _db_file(folder, RECORD_FILE)
+    try:
+        with _open_text(path) as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError as err:
+        raise BankError(f"missing bank file: {path}") from err
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
+        raise BankError(f"corrupt or truncated bank file {path}: {err}") from err
+
+
 def read_meta(folder: Path) -> dict:
     path = folder / META_FILE
     if not path.exists():

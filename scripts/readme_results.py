@@ -165,7 +165,7 @@ def render_demo(root: Path = ROOT) -> str:
 def render_data(root: Path = ROOT) -> str:
     """What the shipped folders hold, counted from the files."""
     sys.path.insert(0, str(root))
-    from recommender.bank import bank_models, read_meta, read_records
+    from recommender.bank import bank_models, count_records, read_meta
     from recommender.transfer_data import read_rows
     lines = []
     for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
@@ -177,7 +177,7 @@ def render_data(root: Path = ROOT) -> str:
             kernels = records = 0
             for folder in models:
                 kernels += sum(1 for k in read_meta(folder)["kernels"].values() if k.get("tuned"))
-                records += len(read_records(folder)[1])
+                records += count_records(folder)
             parts.append(f"{kind}: {len(models)} models, {kernels} tuned kernels, {records} records")
         for kind, pattern in (("transfer matrix", "transfer/*.jsonl.gz"), ("held-out replays", "heldout/*/*.jsonl.gz")):
             rows = [r for p in sorted(target_dir.glob(pattern)) for r in read_rows(p)]

@@ -32,13 +32,12 @@ def _cpu(target_dir: Path, results: Path) -> str:
 
 def bank_line(target_dir: Path) -> str:
     from recommender.bank import bank_models, read_meta
-    from recommender.bank_info import model_summary
-    folders = bank_models(target_dir / "bank")
-    summaries = [model_summary(f) for f in folders]
-    trials = sorted({str(read_meta(f).get("trials_per_task")) for f in folders})
-    hours = sum(s["tuning_hours"] for s in summaries)
-    return (f"- Bank: {len(folders)} models ({', '.join(s['model'] for s in summaries)}), "
-            f"{sum(s['tuned_kernels'] for s in summaries)} tuned kernels, {'/'.join(trials)} trials per kernel, "
+    metas = [read_meta(f) for f in bank_models(target_dir / "bank")]  # the records themselves are not needed
+    kernels = [k for m in metas for k in m.get("kernels", {}).values()]
+    trials = sorted({str(m.get("trials_per_task")) for m in metas})
+    hours = sum(k.get("seconds", 0.0) for k in kernels) / 3600
+    return (f"- Bank: {len(metas)} models ({', '.join(m['model'] for m in metas)}), "
+            f"{sum(bool(k.get('tuned')) for k in kernels)} tuned kernels, {'/'.join(trials)} trials per kernel, "
             f"{hours:.2f} h of tuning (`scripts/tune_bank.sh`; per model in the [card](models/{target_dir.name}/card.md)).")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,6 +45,17 @@ def save_pt2(path, width: int, size: int) -> str:
 def target():
     from recommender.target import native_target
     return native_target()
+
+
+SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
+
+
+@pytest.fixture(scope="session")
+def shipped_bank_index():
+    """The shipped znver3 bank, indexed once per session (reading it costs seconds): tests that ask which
+    kernels have donors share it and do not change it."""
+    from recommender.candidates import BankIndex
+    return BankIndex(SHIPPED_BANK)
 
 
 @pytest.fixture(scope="session")

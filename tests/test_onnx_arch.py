@@ -18,7 +18,6 @@ from recommender.onnx_static import make_static
 from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, shufflenet
 from .onnx_nets import export_onnx
 
-SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
 
 
 def _export(name: str, folder: Path, opset: int | None = None) -> tuple[str, list[np.ndarray]]:
@@ -52,12 +51,12 @@ def test_shape_arithmetic_behind_a_channel_split_folds_away(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES) + sorted(HF_ARCHITECTURES))
-def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(name, target, tmp_path):
+def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(name, target, tmp_path,
+                                                                             shipped_bank_index):
     import onnxruntime as ort
     import tvm
     from tvm import relax
 
-    from recommender.candidates import BankIndex
     from recommender.rows import ANCHOR, CLASS
     path, inputs = _export(name, tmp_path)
     model = import_model(path, target.tvm())
@@ -69,7 +68,7 @@ def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(n
     ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
 
-    index = BankIndex(SHIPPED_BANK)
+    index = shipped_bank_index
     kernels = extract_kernels(model, target.tvm())
     covered = sum(s for k, s in zip(kernels, flop_shares(kernels))
                   if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR))

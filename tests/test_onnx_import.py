@@ -17,7 +17,6 @@ from recommender.model_import import (ImportedModel, _export_torch, _from_export
 
 from .onnx_nets import encoder, export_onnx
 
-SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
 SMALL = dict(d=64, heads=2, ff=128, layers=1, seq=16)
 
 
@@ -98,17 +97,16 @@ def test_dynamic_dims_are_bound_or_named(encoder_files, target, capsys):
                                rtol=1e-4, atol=1e-4)
 
 
-def test_onnx_encoder_flops_are_covered_by_the_shipped_bank(target):
+def test_onnx_encoder_flops_are_covered_by_the_shipped_bank(target, shipped_bank_index):
     """Issue 14's example: an encoder (d=384, 6 heads, sequence 96) exported with torch.onnx got 0% FLOP
     coverage from the bank. Every kernel holding FLOPs must now have a donor that replays on it."""
-    from recommender.candidates import BankIndex
     from recommender.measure import Measurer
     from recommender.transfer.kernel import find_candidates
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(*encoder(layers=1), str(Path(tmp) / "enc384.onnx"))
         kernels = extract_kernels(import_model(path, target.tvm()), target.tvm())
-    index = BankIndex(SHIPPED_BANK)
+    index = shipped_bank_index
     shares = flop_shares(kernels)
     heavy = [(k, s) for k, s in zip(kernels, shares) if s > 0.001]
     covered = 0.0

@@ -17,7 +17,6 @@ from recommender.onnx_rewrite import einsum_plan
 
 from .onnx_nets import AudioNet, EinsumHeads, Recurrent, UpConvNet, export_onnx, peephole_lstm
 
-SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c" / "bank"
 
 
 def _tvm_outputs(path: str, x: np.ndarray, target) -> tuple[list[np.ndarray], str]:
@@ -109,13 +108,12 @@ def test_conv1d_keeps_bias_and_activation_in_the_conv_kernel(tmp_path, target):
 
 
 @pytest.mark.slow
-def test_bank_schedules_replay_on_the_rewritten_kernels(tmp_path, target):
+def test_bank_schedules_replay_on_the_rewritten_kernels(tmp_path, target, shipped_bank_index):
     """The shipped bank has no conv1d, LSTM or transposed conv; after the rewrites, 95% of each model's FLOPs
     sit in kernels where a donor's schedule replays (in the measurer's workers; nothing timed)."""
-    from recommender.candidates import BankIndex
     from recommender.measure import Measurer
     from recommender.transfer.kernel import find_candidates
-    index = BankIndex(SHIPPED_BANK)
+    index = shipped_bank_index
     models = {"audio": (AudioNet(), (1, 1, 4000)), "lstm": (Recurrent(nn.LSTM, num_layers=2), (1, 16, 16)),
               "upconv": (UpConvNet(), (1, 16, 28, 28))}
     with Measurer(target.config) as m:
