@@ -9,6 +9,8 @@ import torch
 from torch import nn
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the suite opens hundreds of measurers: each takes idle workers left by the last (recommender.measure.pool)
+os.environ.setdefault("SCHEDREC_WARM_WORKERS", "4")
 
 
 class SmallCNN(nn.Module):

@@ -1,14 +1,67 @@
-"""Handles on worker processes: start, call with a timeout, and replace a worker that crashed or hung."""
+"""Handles on worker processes: start, call with a timeout, and replace a worker that crashed or hung.
+
+A worker costs seconds to start (it imports TVM: 3.9 s on a 2-core Zen 4). With `SCHEDREC_WARM_WORKERS=N`,
+a closed handle leaves its live worker idle, up to N per kind, and the next handle of the same kind (same
+thread count, working directory and environment) in this process takes it instead of starting one; the idle
+ones exit with the process (or when it dies: a worker ends at the end of its pipe). The test suite sets it,
+since it opens hundreds of measurers; without it every handle starts and stops its own worker.
+"""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
+
+_idle: dict[tuple, list[tuple[subprocess.Popen, Connection]]] = {}  # warm workers by kind
+_idle_lock = threading.Lock()
+_NOT_KIND = {"PYTEST_CURRENT_TEST"}  # environment that changes nothing a worker does
+
+
+def warm_limit() -> int:
+    """How many idle workers of one kind to keep ($SCHEDREC_WARM_WORKERS; 0, the default: none)."""
+    try:
+        return max(0, int(os.environ.get("SCHEDREC_WARM_WORKERS", "0")))
+    except ValueError:
+        return 0
+
+
+def _take_idle(key: tuple) -> tuple[subprocess.Popen, Connection] | None:
+    with _idle_lock:
+        while _idle.get(key):
+            proc, conn = _idle[key].pop()
+            if proc.poll() is None:
+                return proc, conn
+            conn.close()
+    return None
+
+
+def _stop(proc: subprocess.Popen, conn: Connection) -> None:
+    try:
+        conn.send(("exit", {}))
+        proc.wait(2)
+    except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+        pass
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(5)
+    conn.close()
+
+
+@atexit.register
+def stop_idle_workers() -> None:
+    """Stop every idle worker this process keeps."""
+    with _idle_lock:
+        kept = [w for workers in _idle.values() for w in workers]
+        _idle.clear()
+    for proc, conn in kept:
+        _stop(proc, conn)
 
 
 class WorkerCrash(Exception):
@@ -33,6 +86,8 @@ class WorkerHandle:
         self.restarts = 0
         self._proc = None
         self._conn = None
+        self._kind: tuple = ()
+        self._busy = False  # a request sent and its answer not read: such a worker is never kept idle
 
     @property
     def pid(self) -> int | None:
@@ -43,7 +98,11 @@ class WorkerHandle:
 
         A plain subprocess, not multiprocessing's spawn or fork: the worker never re-imports the caller's
         main module, and no process holding TVM and torch thread pools is forked. The socket lives in a
-        fresh private (0700) directory."""
+        fresh private (0700) directory. With warm workers on, an idle one of this kind is taken instead."""
+        self._kind = (self.threads, os.getcwd(),
+                      tuple(sorted((k, v) for k, v in os.environ.items() if k not in _NOT_KIND)))
+        if warm_limit() and self._take_warm():
+            return
         sock_dir = tempfile.mkdtemp(prefix="schedrec-w-")
         address = os.path.join(sock_dir, "sock")
         env = dict(os.environ)
@@ -71,6 +130,19 @@ class WorkerHandle:
         # wait until TVM is imported, so the first timed request does not pay for it
         self._request("ping", {}, self.start_timeout)
 
+    def _take_warm(self) -> bool:
+        """Adopt an idle worker of this kind that answers a ping; False if there is none."""
+        while (worker := _take_idle(self._kind)) is not None:
+            self._proc, self._conn = worker
+            restarts = self.restarts
+            try:
+                self._request("ping", {}, 10.0)
+                return True
+            except (WorkerCrash, WorkerTimeout, WorkerError):
+                self._kill()
+                self.restarts = restarts  # an idle worker that died is not this handle's restart
+        return False
+
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -84,6 +156,12 @@ class WorkerHandle:
         self._proc = self._conn = None
 
     def _request(self, op: str, payload: dict, timeout: float) -> object:
+        self._busy = True
+        value = self._exchange(op, payload, timeout)
+        self._busy = False
+        return value
+
+    def _exchange(self, op: str, payload: dict, timeout: float) -> object:
         try:
             self._conn.send((op, payload))
         except (BrokenPipeError, OSError) as err:
@@ -110,6 +188,7 @@ class WorkerHandle:
                     raise WorkerCrash(f"{self.name}: worker died (exit code {code})") from err
                 if status == "ok":
                     return value
+                self._busy = False  # answered: the worker is fine
                 raise WorkerError(str(value))
             if not self._alive():
                 code = self._proc.returncode
@@ -126,9 +205,13 @@ class WorkerHandle:
 
     def close(self) -> None:
         if self._conn is not None and self._alive():
-            try:
-                self._conn.send(("exit", {}))
-                self._proc.wait(2)
-            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
-                pass
+            limit = 0 if self._busy else warm_limit()
+            with _idle_lock:
+                kept = _idle.setdefault(self._kind, [])
+                if len(kept) < limit:
+                    kept.append((self._proc, self._conn))
+                    self._proc = self._conn = None
+                    return
+            _stop(self._proc, self._conn)
+            self._proc = self._conn = None
         self._kill()

@@ -1,0 +1,78 @@
+"""Warm workers (recommender.measure.pool, $SCHEDREC_WARM_WORKERS): a closed handle leaves its live worker
+idle and the next handle of the same kind takes it; never one in the middle of a request, never one started
+with another environment, and none at all when the setting is 0."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from recommender.measure import pool
+from recommender.measure.pool import WorkerHandle
+
+
+@pytest.fixture()
+def no_idle():
+    pool.stop_idle_workers()
+    yield
+    pool.stop_idle_workers()
+
+
+def _pid_after_ping(handle: WorkerHandle) -> int:
+    handle.call("ping", {}, 60)
+    return handle.pid
+
+
+def test_the_next_handle_takes_the_idle_worker_and_pings_it(no_idle, monkeypatch):
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "1")
+    first = WorkerHandle("a")
+    pid = _pid_after_ping(first)
+    first.close()
+    assert first.pid is None
+    second = WorkerHandle("b")
+    assert _pid_after_ping(second) == pid and second.restarts == 0
+    third = WorkerHandle("c")  # the only idle one is taken: a new worker
+    assert _pid_after_ping(third) != pid
+    second.close()
+    third.close()  # over the limit of 1: it exits
+    assert len([w for kept in pool._idle.values() for w in kept]) == 1
+
+
+def test_no_worker_is_kept_without_the_setting_or_across_environments(no_idle, monkeypatch):
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "0")
+    handle = WorkerHandle("a")
+    _pid_after_ping(handle)
+    proc = handle._proc
+    handle.close()
+    assert proc.wait(10) is not None and not pool._idle.get(handle._kind)
+
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "2")
+    handle = WorkerHandle("a")
+    pid = _pid_after_ping(handle)
+    handle.close()
+    monkeypatch.setenv("SCHEDREC_ARG_FILL", "tvm_random_fill")  # the worker reads it: another kind
+    other = WorkerHandle("b")
+    assert _pid_after_ping(other) != pid
+    other.close()
+
+
+def test_a_worker_closed_in_the_middle_of_a_request_is_stopped_not_kept(no_idle, monkeypatch):
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "2")
+    handle = WorkerHandle("a")
+    _pid_after_ping(handle)
+    proc = handle._proc
+    # a request whose answer nobody reads: the pipe would hand it to the next caller
+    sleeper = threading.Thread(target=lambda: _call_ignoring_errors(handle))
+    sleeper.start()
+    while not handle._busy:
+        pass
+    handle.close()
+    sleeper.join(30)
+    assert proc.wait(10) is not None and not any(pool._idle.values())
+
+
+def _call_ignoring_errors(handle: WorkerHandle) -> None:
+    try:
+        handle.call("call", {"function": "recommender.measure.worker:hang", "kwargs": {"seconds": 5}}, 60)
+    except Exception:  # the handle is closed under it
+        pass
