@@ -32,12 +32,18 @@ TILE_SHAPES = {8: ((8, 1), (4, 2), (4, 1), (2, 1)),
 MIN_FLOPS = 2e6  # smaller convs get no rule candidates: under 0.1 ms with any schedule, not worth four builds
 TILES_PER_WIDTH = 2
 WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divide the output width
+# one-row tiles also tried on the first column width, for AVX-512: on Zen 4, whose AVX-512 units are 256 bits
+# wide, 16 x 1 and 8 x 1 beat the two- and four-row tiles by 5-16% on vgg16's and resnet50's 3x3 convs (e.g.
+# 185 against 168 GFLOP/s at 256x56x56), where Rocket Lake prefers 8 x 2 and 4 x 4
+# (benchmarks/results/llvm-znver4-2c/conv_rules.md, .../llvm-rocketlake-2c/conv_rules.md)
+ONE_ROW_SHAPES = {8: (), 16: ((16, 1), (8, 1))}
 
 
 def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
     """Register tiles (channels, rows, columns) for an output of this shape on a target with `lanes` float32
     lanes per vector (8 or 16): for each of the first WIDTHS column tiles dividing the width (else the first
-    NARROW_TILES entry that does), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output.
+    NARROW_TILES entry that does), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output;
+    with 16 lanes, the ONE_ROW_SHAPES on the first width as well.
     Which of the two is faster depends on the shape (on AVX2, 4 x 2 x 7 columns on resnet50's 14x14 and 28x28
     maps and 8 x 1 x 8 on vgg16's 56x56 and 224x224 maps, benchmarks/results/llvm-znver3-2c/conv_rules.md),
     so both are measured."""
@@ -49,6 +55,9 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
     for tw in widths:
         fits = [(tc, th, tw) for tc, th in TILE_SHAPES[lanes] if out_channels % tc == 0 and height % th == 0]
         out += fits[:TILES_PER_WIDTH]
+    if widths:
+        out += [(tc, 1, widths[0]) for tc, _ in ONE_ROW_SHAPES[lanes]
+                if out_channels % tc == 0 and (tc, 1, widths[0]) not in out]
     return out
 
 
