@@ -69,15 +69,20 @@ def _open_text(path: str | Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def read_json_lines(path: str | Path, what: str = "bank file") -> list:
-    """The JSON values of a (possibly gzipped) one-value-a-line file; clear errors on damage."""
+def _read_lines(path: str | Path, what: str) -> list[str]:
+    """The lines of a (possibly gzipped) text file; clear errors on a missing or damaged one."""
     try:
         with _open_text(path) as f:
-            lines = f.read().splitlines()
+            return f.read().splitlines()
     except FileNotFoundError as err:
         raise BankError(f"missing {what}: {path}") from err
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
         raise BankError(f"corrupt or truncated {what} {path}: {err}") from err
+
+
+def read_json_lines(path: str | Path, what: str = "bank file") -> list:
+    """The JSON values of a (possibly gzipped) one-value-a-line file; clear errors on damage."""
+    lines = _read_lines(path, what)
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -132,14 +137,7 @@ def read_records(folder: Path) -> tuple[list, list[BankRecord]]:
 
 def count_records(folder: Path) -> int:
     """How many tuning records a bank model folder holds: its record file's lines, none of them parsed."""
-    path = _db_file(folder, RECORD_FILE)
-    try:
-        with _open_text(path) as f:
-            return sum(1 for line in f if line.strip())
-    except FileNotFoundError as err:
-        raise BankError(f"missing bank file: {path}") from err
-    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
-        raise BankError(f"corrupt or truncated bank file {path}: {err}") from err
+    return sum(1 for line in _read_lines(_db_file(folder, RECORD_FILE), "bank file") if line.strip())
 
 
 def read_meta(folder: Path) -> dict:
