@@ -32,7 +32,8 @@ def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[
     either register width that divides the width (not only the few the rule keeps)."""
     from recommender import conv_rules as cr
     widths = sorted({w for ws in (*cr.COLUMN_TILES.values(), *cr.NARROW_TILES.values()) for w in ws}, reverse=True)
-    shapes = dict.fromkeys(cr.TILE_SHAPES[lanes] + ((2, 4), (8, 2), (4, 4), (16, 1)))
+    shapes = dict.fromkeys(cr.TILE_SHAPES[lanes] + ((2, 4), (8, 2), (4, 4), (16, 1))
+                           if channels > 1 else cr.DEPTHWISE_SHAPES[lanes])
     return [(tc, th, tw) for tw in widths if width % tw == 0
             for tc, th in shapes if channels % tc == 0 and height % th == 0]
 
@@ -49,7 +50,7 @@ def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tu
 def rule_kinds() -> dict:
     """Per --rule: (rule module, kernel class prefixes, its output shape, its own tiles, every tile, torch op)."""
     from recommender import conv_rules, matmul_rules
-    return {"conv": (conv_rules, ("conv2d/", "group_conv2d/"), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
+    return {"conv": (conv_rules, ("conv2d/", "group_conv2d/", "depthwise_conv2d/"), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
             "matmul": (matmul_rules, ("matmul/", "batch_matmul/"), matmul_rules.matmul_output,
                        matmul_rules.matmul_tiles, all_matmul_tiles, "matmul")}
 
@@ -87,9 +88,16 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
     ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
     ap.add_argument("--rule", choices=("conv", "matmul"), default="conv")
+    ap.add_argument("--only", default="", help="only kernels of this class prefix (e.g. depthwise_conv2d/); "
+                    "the results then go to <rule>_rules.<kind>.json and .md")
     args = ap.parse_args()
     rule, prefixes, output_of, own_tiles, every_tile, torch_op = rule_kinds()[args.rule]
     name = f"{args.rule}_rules"
+    if args.only:
+        if not args.only.startswith(prefixes):
+            ap.error(f"--only {args.only}: not a class of the {args.rule} rule ({', '.join(prefixes)})")
+        prefixes = (args.only,)
+        name += "." + args.only.rstrip("/")
     target = parse_target(args.target)
     tt = target.tvm()
     lanes = float32_lanes(tt)
@@ -128,7 +136,8 @@ def main() -> None:
     lines = [f"# {args.rule.capitalize()} rule tiles against the best transferred donor and PyTorch ({target.key}, "
              f"{out['cpu']}, {threads} threads, {out['date']})", "",
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
-             f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}"
+             f"{f' --only {args.only}' if args.only else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
              f"{out['peak_gflops']} GFLOP/s.", "",
              "| model | kernel | shapes | best donor GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]

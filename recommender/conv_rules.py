@@ -15,7 +15,8 @@ best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake
 
 It applies to a stride-1 or stride-2 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
 whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
-RegNet's 64-channel groups, which no donor of another class serves); `rule_schedules` gives one schedule per register tile that fits,
+RegNet's 64-channel groups, which no donor of another class serves; a depthwise conv's, one channel and
+several rows); `rule_schedules` gives one schedule per register tile that fits,
 or none. Like every candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
@@ -37,13 +38,19 @@ WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divid
 # 185 against 168 GFLOP/s at 256x56x56), where Rocket Lake prefers 8 x 2 and 4 x 4
 # (benchmarks/results/llvm-znver4-2c/conv_rules.md, .../llvm-rocketlake-2c/conv_rules.md)
 ONE_ROW_SHAPES = {8: (), 16: ((16, 1), (8, 1))}
+# (channels, rows) for a depthwise conv (one channel per group): a tile of one channel, and as many rows as
+# divide the map, tallest first: a column of taps loads each input row once for all the tile's rows. On
+# mnasnet1_0's and efficientnet_b0's depthwise convs (llvm-znver4-2c) 7- and 8-row tiles reach 38-103 GFLOP/s
+# at stride 1, against 12-55 for the best donor the ranker picked and 5-44 for PyTorch
+# (benchmarks/results/llvm-znver4-2c/conv_rules.depthwise_conv2d.md)
+DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in (8, 16)}
 
 
 def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
     """Register tiles (channels, rows, columns) for an output of this shape on a target with `lanes` float32
     lanes per vector (8 or 16): for each of the first WIDTHS column tiles dividing the width (else the first
-    NARROW_TILES entry that does), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output;
-    with 16 lanes, the ONE_ROW_SHAPES on the first width as well.
+    NARROW_TILES entry that does), the first TILES_PER_WIDTH (channels, rows) shapes dividing the output
+    (DEPTHWISE_SHAPES where a group has one channel); with 16 lanes, the ONE_ROW_SHAPES on the first width.
     Which of the two is faster depends on the shape (on AVX2, 4 x 2 x 7 columns on resnet50's 14x14 and 28x28
     maps and 8 x 1 x 8 on vgg16's 56x56 and 224x224 maps, benchmarks/results/llvm-znver3-2c/conv_rules.md),
     so both are measured."""
@@ -51,9 +58,10 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
         raise ValueError(f"conv tiles are defined for 8 or 16 float32 lanes, not {lanes}")
     widths = ([w for w in COLUMN_TILES[lanes] if width % w == 0][:WIDTHS]
               or [w for w in NARROW_TILES[lanes] if width % w == 0][:1])
+    shapes = TILE_SHAPES[lanes] if out_channels > 1 else DEPTHWISE_SHAPES[lanes]
     out = []
     for tw in widths:
-        fits = [(tc, th, tw) for tc, th in TILE_SHAPES[lanes] if out_channels % tc == 0 and height % th == 0]
+        fits = [(tc, th, tw) for tc, th in shapes if out_channels % tc == 0 and height % th == 0]
         out += fits[:TILES_PER_WIDTH]
     if widths:
         out += [(tc, 1, widths[0]) for tc, _ in ONE_ROW_SHAPES[lanes]

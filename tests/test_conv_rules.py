@@ -70,7 +70,14 @@ def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
     assert script.count("conv2d_nchw_update") >= 1 and "T.max(" in script  # the ReLU inside the tile loop
 
 
-def test_stride_2_convs_get_the_rule_wider_strides_and_depthwise_convs_do_not(target):
+def test_depthwise_tiles_take_one_channel_and_the_tallest_rows_that_divide_the_map():
+    from recommender.conv_rules import conv_tiles
+    assert conv_tiles(1, 56, 56, lanes=16) == [(1, 8, 14), (1, 7, 14), (1, 8, 8), (1, 7, 8)]
+    assert conv_tiles(1, 7, 7, lanes=16) == [(1, 7, 7), (1, 1, 7)]
+    assert conv_tiles(1, 14, 14) == [(1, 7, 7), (1, 2, 7)]  # AVX2: 7 columns, the only width dividing 14
+
+
+def test_stride_2_convs_get_the_rule_wider_strides_and_topi_depthwise_blocks_do_not(target):
     from tvm import te, topi
 
     from recommender.conv_rules import conv_output
@@ -81,7 +88,7 @@ def test_stride_2_convs_get_the_rule_wider_strides_and_depthwise_convs_do_not(ta
     x = te.placeholder((1, 32, 28, 28), name="x")
     w = te.placeholder((32, 1, 3, 3), name="w")
     import tvm
-    dw = te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nchw(x, w, 1, 1, 1)])
+    dw = te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nchw(x, w, 1, 1, 1)])  # not Relax's form
     assert tile_rule_schedules(tvm.IRModule({"main": dw.with_attr("global_symbol", "main")}), target.tvm()) == []
 
 
@@ -129,14 +136,33 @@ def test_a_grouped_conv_is_tiled_within_its_groups():
     assert any("T.unroll(4)" in s for s in scripts)
 
 
+def test_relax_depthwise_conv_is_tiled_one_channel_by_rows():
+    """Relax legalizes a depthwise conv as a group_conv2d_nchw block with one channel a group: its tiles are one
+    channel by several rows of vector columns."""
+    from recommender.conv_rules import conv_output
+    from recommender.kernels import kernel_from_mod
+    from recommender.replay import tile_rule_schedules
+    from recommender.target import parse_target
+    mod = _group_conv(ci=32, co=32, groups=32, hw=28)
+    assert kernel_from_mod("dw", mod).class_key.startswith("depthwise_conv2d/")
+    assert conv_output(mod) == (1, 28, 28)
+    avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
+    scripts = [r.mod.script() for r in tile_rule_schedules(mod, avx512)]
+    assert len(scripts) == 2, scripts  # 7 and 4 rows of 14 columns (of 16, 14, 12 and 8, only 14 divides 28)
+    assert "T.unroll(7)" in scripts[0] and "T.vectorized(14)" in scripts[0], scripts[0]
+
+
 @pytest.mark.slow
-def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(target):
-    """RegNet's grouped convs (64 channels a group) had no donor of their class nor a rule: the rule's tiles
-    pass the output check against the unscheduled grouped conv and beat its plain loops by far."""
+@pytest.mark.parametrize("ci, groups, kind, bound", [(128, 2, "group_conv2d/", 0.2), (64, 64, "depthwise_conv2d/", 0.85)])
+def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(target, ci, groups, kind, bound):
+    """RegNet's grouped convs (64 channels a group) had no donor of their class nor a rule, and depthwise convs
+    only donors at 12-55 GFLOP/s: the rule's tiles pass the output check against the unscheduled grouped conv
+    and beat its plain loops, by far for a grouped conv; a depthwise conv's plain loops, which LLVM vectorizes,
+    run 1.5x slower than its tile here (60 against 90 us on 64 channels of 56 x 56, llvm-znver4-2c)."""
     from recommender.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
-    kernel = kernel_from_mod("group_conv", _group_conv(ci=128, co=128, groups=2, hw=14))
-    assert kernel.class_key.startswith("group_conv2d/")
+    kernel = kernel_from_mod("group_conv", _group_conv(ci=ci, co=ci, groups=groups, hw=14 if groups == 2 else 56))
+    assert kernel.class_key.startswith(kind)
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
         cands = tile_rule_candidates(kernel, m)
         assert cands and all(c.source.model == CONV_RULE for c in cands)
@@ -144,4 +170,4 @@ def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(targ
     rows = [r for r in choice.rows if r.source_model == CONV_RULE]
     assert rows and all(r.status == OK and r.latency_s > 0 for r in rows), [(r.status, r.error) for r in rows]
     assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
-    assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
+    assert choice.latency_s < bound * choice.default_s, (choice.latency_s, choice.default_s)

@@ -28,6 +28,7 @@ MATMUL_RULE = "(matmul rule)"  # ... by recommender.matmul_rules
 RULES = (LOOP_RULE, CONV_RULE, MATMUL_RULE)  # rule-built candidates: measured beside the default whatever the selection
 # kernel class prefix -> (the tile rule for it, the source model of its candidates)
 TILE_RULE_CLASSES = {"conv2d/": ("conv", CONV_RULE), "group_conv2d/": ("conv", CONV_RULE),
+                     "depthwise_conv2d/": ("conv", CONV_RULE),
                      "matmul/": ("matmul", MATMUL_RULE), "batch_matmul/": ("matmul", MATMUL_RULE)}
 
 
