@@ -40,8 +40,9 @@ WIDTHS = 2  # column tiles tried: the first this many of COLUMN_TILES that divid
 ONE_ROW_SHAPES = {8: (), 16: ((16, 1), (8, 1))}
 # (channels, rows) for a depthwise conv (one channel per group): a tile of one channel, and as many rows as
 # divide the map, tallest first: a column of taps loads each input row once for all the tile's rows. On
-# mnasnet1_0's and efficientnet_b0's depthwise convs (llvm-znver4-2c) 7- and 8-row tiles reach 38-103 GFLOP/s
-# at stride 1, against 12-55 for the best donor the ranker picked and 5-44 for PyTorch
+# mnasnet1_0's and efficientnet_b0's depthwise convs (llvm-znver4-2c) the rule's tiles reach 21-130 GFLOP/s,
+# above the best donor the ranker picked on 14 of 16 (e.g. 97.8 against 47.9 on 72 channels of 56x56) and
+# above PyTorch on 15 of 16
 # (benchmarks/results/llvm-znver4-2c/conv_rules.depthwise_conv2d.md)
 DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in (8, 16)}
 
