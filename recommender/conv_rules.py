@@ -184,8 +184,20 @@ def _tile(sch: object, tile: tuple[int, int, int]) -> None:
     _vectorize_innermost(sch, out)
     init = sch.decompose_reduction(conv, rc)  # zeroes the tile's accumulators in a loop nest of its own
     _vectorize_innermost(sch, init)
-    for b in producers:  # padding: once, at the root, parallel rows and vector columns
-        _parallel_root(sch, b)
+    for b in producers:  # padding: once, at the root, parallel rows and vector columns; a copy is inlined
+        if _copies(sch, b):
+            sch.compute_inline(b)
+        else:
+            _parallel_root(sch, b)
+
+
+def _copies(sch: object, block: object) -> bool:
+    """Whether the block copies one buffer into another of the same shape: the pad_temp of a conv without
+    padding (a 1x1 conv's), which the conv then reads in place instead of from a copy made at the root."""
+    b = sch.get(block)
+    if len(b.reads) != 1 or len(b.writes) != 1:
+        return False
+    return [int(x) for x in b.reads[0].source.shape] == [int(x) for x in b.writes[0].source.shape]
 
 
 def _vectorize_innermost(sch: object, block: object) -> None:

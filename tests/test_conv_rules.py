@@ -92,15 +92,29 @@ def test_stride_2_convs_get_the_rule_wider_strides_and_topi_depthwise_blocks_do_
     assert tile_rule_schedules(tvm.IRModule({"main": dw.with_attr("global_symbol", "main")}), target.tvm()) == []
 
 
+def test_a_pointwise_convs_input_copy_is_inlined_and_padding_stays_at_the_root():
+    """Relax gives an unpadded (1x1) conv a pad_temp block too, a plain copy of its input: the rule reads the
+    input in place instead (1.01-1.61x, median 1.2x, on mnasnet1_0's 8 heaviest pointwise convs, llvm-znver4-2c);
+    a padded conv keeps its padding, made once at the root."""
+    from recommender.replay import tile_rule_schedules
+    from recommender.target import parse_target
+    avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
+    pointwise = [r.mod.script() for r in tile_rule_schedules(_conv_bias_relu(kernel=1), avx2)]
+    padded = [r.mod.script() for r in tile_rule_schedules(_conv_bias_relu(kernel=3), avx2)]
+    assert pointwise and all('T.sblock("pad_temp")' not in s for s in pointwise), pointwise[0]
+    assert padded and all('T.sblock("pad_temp")' in s for s in padded)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stride", [1, 2])
-def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target, stride):
+@pytest.mark.parametrize("stride, kernel_size, bound", [(1, 3, 0.2), (2, 3, 0.2), (1, 1, 0.7)])
+def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target, stride, kernel_size, bound):
     """The rule's tiles come as SAMPLED candidates (source CONV_RULE) that measure_kernel measures whatever the
     selection, with the output check against the unscheduled conv; on 32 -> 64 channels at 56 x 56 they
-    beat one thread of plain loops by far (21-24x measured here)."""
+    beat one thread of plain loops by far (21-24x measured here for 3x3 convs; 2.3x for a 1x1 conv, whose
+    plain loops LLVM vectorizes)."""
     from recommender.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
-    kernel = kernel_from_mod("conv", _conv_bias_relu(ci=32, co=64, hw=56, stride=stride))
+    kernel = kernel_from_mod("conv", _conv_bias_relu(ci=32, co=64, hw=56, stride=stride, kernel=kernel_size))
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
         cands = tile_rule_candidates(kernel, m)
         assert len(cands) >= 2 and all(c.source.model == CONV_RULE and c.source.match == SAMPLED for c in cands)
@@ -108,7 +122,7 @@ def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_i
     rows = [r for r in choice.rows if r.source_model == CONV_RULE]
     assert len(rows) == len(cands) and all(r.status == OK and r.latency_s > 0 for r in rows)
     assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
-    assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)
+    assert choice.latency_s < bound * choice.default_s, (choice.latency_s, choice.default_s)
 
 
 def _group_conv(ci: int = 64, co: int = 64, groups: int = 4, hw: int = 14):
