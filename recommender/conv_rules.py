@@ -70,14 +70,16 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
     return out
 
 
-def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8) -> list[object]:
+def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8,
+                   inline_copies: bool = True) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 or -2 NCHW
-    conv."""
+    conv. `inline_copies=False` keeps an unpadded conv's input copy at the root, as the rule once did (probes)."""
     shape = conv_output(mod)
     if shape is None:
         return []
-    return tiled(mod, tiles if tiles is not None else conv_tiles(*shape, lanes=lanes), _tile)
+    return tiled(mod, tiles if tiles is not None else conv_tiles(*shape, lanes=lanes),
+                 lambda sch, tile: _tile(sch, tile, inline_copies))
 
 
 def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
@@ -161,7 +163,7 @@ def _column_stride_fits(block: object) -> bool:
     return int(coeffs[0].value) in (1, 2) and int(coeffs[1].value) == 1
 
 
-def _tile(sch: object, tile: tuple[int, int, int]) -> None:
+def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -> None:
     tc, th, tw = tile
     conv = _conv_block(sch)
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
@@ -185,7 +187,7 @@ def _tile(sch: object, tile: tuple[int, int, int]) -> None:
     init = sch.decompose_reduction(conv, rc)  # zeroes the tile's accumulators in a loop nest of its own
     _vectorize_innermost(sch, init)
     for b in producers:  # padding: once, at the root, parallel rows and vector columns; a copy is inlined
-        if _copies(sch, b):
+        if inline_copies and _copies(sch, b):
             sch.compute_inline(b)
         else:
             _parallel_root(sch, b)

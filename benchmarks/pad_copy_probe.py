@@ -1,0 +1,107 @@
+"""What Relax's pad_temp copy of an unpadded (1x1) conv's input costs the conv rule's tiles.
+
+Relax legalizes every conv with a pad_temp block, a plain copy of the input where the conv has no padding.
+The conv rule inlines such a copy (`recommender.conv_rules.rule_schedules`, inline_copies), so the tile reads the input in place;
+this probe builds the rule's own tiles of a model's heaviest pointwise convs both ways (copy inlined, copy
+made once at the root as before) and measures them side by side in one measurer call, output-checked
+against the unscheduled kernel.
+
+    python benchmarks/pad_copy_probe.py [--models mnasnet1_0,efficientnet_b0] [--kernels 8]
+writes benchmarks/results/<target-key>/pad_copy.json and .md; keep the machine otherwise idle.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+
+
+def pointwise_convs(model: str, target: object, count: int) -> list:
+    """The model's `count` heaviest conv kernels with a 1x1 filter that the conv rule applies to."""
+    from recommender import conv_rules as cr
+    from recommender.kernels import extract_kernels
+    from recommender.model_import import import_model
+    kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", target), target)
+               if k.class_key.startswith("conv2d/") and cr.conv_output(k.mod)]
+    return [k for k in kernels if cr.block_extents(k.mod, cr._conv_block)[5:] == [1, 1]][:count]
+
+
+def both_ways(kernel: object, target: object, lanes: int) -> tuple[list, list, list]:
+    """(tiles, their modules with the copy inlined, the same tiles with the copy at the root), postprocessed;
+    a tile that either way refuses is left out of both."""
+    from recommender import conv_rules as cr
+    from recommender.replay import ReplayFailure, _postprocess
+    tiles = cr.conv_tiles(*cr.conv_output(kernel.mod), lanes=lanes)
+    built = {}
+    for inline in (True, False):
+        for tile in tiles:
+            scheds = cr.rule_schedules(kernel.mod, [tile], lanes=lanes, inline_copies=inline)
+            try:
+                built[(tile, inline)] = _postprocess(scheds[0], kernel.mod, target, None).mod if scheds else None
+            except ReplayFailure:
+                built[(tile, inline)] = None
+    kept = [t for t in tiles if built[(t, True)] is not None and built[(t, False)] is not None]
+    return kept, [built[(t, True)] for t in kept], [built[(t, False)] for t in kept]
+
+
+def main() -> None:
+    from results_dir import results_dir
+
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.target import cpu_name, float32_lanes, parse_target
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="native")
+    ap.add_argument("--models", default="mnasnet1_0,efficientnet_b0")
+    ap.add_argument("--kernels", type=int, default=8, help="the heaviest this many pointwise convs per model")
+    args = ap.parse_args()
+    target = parse_target(args.target)
+    tt = target.tvm()
+    lanes = float32_lanes(tt)
+    res = results_dir(target.key)
+    threads = int(target.config.get("num-cores", 1))
+    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+           "threads": threads, "command": f"python benchmarks/pad_copy_probe.py --models {args.models} "
+                                          f"--kernels {args.kernels}", "kernels": []}
+    with Measurer(target.config, MeasureSettings(repeat=7, min_repeat_ms=20)) as measurer:
+        for model in args.models.split(","):
+            for k in pointwise_convs(model, tt, args.kernels):
+                tiles, inlined, at_root = both_ways(k, tt, lanes)
+                if not tiles:
+                    continue
+                results = measurer.measure(inlined + at_root, reference=k.mod)
+                gf = [round(k.flops / r.median / 1e9, 1) if r.ok else None for r in results]
+                n = len(tiles)
+                best_in, best_root = max(filter(None, gf[:n]), default=None), max(filter(None, gf[n:]), default=None)
+                row = {"model": model, "kernel": k.name, "shapes": [list(s) for s, _ in k.args[:2]],
+                       "tiles": [list(t) for t in tiles], "inlined_gflops": gf[:n], "at_root_gflops": gf[n:],
+                       "best_ratio": round(best_in / best_root, 3) if best_in and best_root else None}
+                out["kernels"].append(row)
+                print(f"{model} {k.name[:36]} best {best_in} inlined, {best_root} at the root", file=sys.stderr,
+                      flush=True)
+                atomic_write_json(str(res / "pad_copy.json"), out)
+    ratios = [r["best_ratio"] for r in out["kernels"] if r["best_ratio"]]
+    lines = [f"# Pointwise convs: the pad_temp copy inlined against made at the root ({target.key}, {out['cpu']}, "
+             f"{threads} threads, {out['date']})", "",
+             f"`{out['command']}`: GFLOP/s of the conv rule's own tiles both ways, measured side by side "
+             f"(median of the measurer's runs). Best tile inlined over best tile at the root: "
+             f"{min(ratios, default=0):.2f}-{max(ratios, default=0):.2f}x, median "
+             f"{statistics.median(ratios) if ratios else 0:.2f}x over {len(ratios)} convs.", "",
+             "| model | kernel | shapes | best inlined | best at the root | ratio |", "|---|---|---|---|---|---|"]
+    for r in out["kernels"]:
+        lines.append(f"| {r['model']} | {r['kernel'][:36]} | {' '.join('x'.join(map(str, s)) for s in r['shapes'])} | "
+                     f"{max(filter(None, r['inlined_gflops']), default='-')} | "
+                     f"{max(filter(None, r['at_root_gflops']), default='-')} | {r['best_ratio']} |")
+    atomic_write_text(str(res / "pad_copy.md"), "\n".join(lines) + "\n")
+    print(f"wrote {res / 'pad_copy.json'} and .md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
