@@ -94,8 +94,8 @@ def test_stride_2_convs_get_the_rule_wider_strides_and_topi_depthwise_blocks_do_
 
 def test_a_pointwise_convs_input_copy_is_inlined_and_padding_stays_at_the_root():
     """Relax gives an unpadded (1x1) conv a pad_temp block too, a plain copy of its input: the rule reads the
-    input in place instead (1.01-1.60x, median 1.14x, on the 14 heaviest pointwise convs of mnasnet1_0 and
-    efficientnet_b0, llvm-znver4-2c);
+    input in place instead (median 1.09x over the 23 heaviest pointwise convs of mnasnet1_0, efficientnet_b0 and
+    resnet50, benchmarks/results/llvm-znver4-2c/pad_copy.md);
     a padded conv keeps its padding, made once at the root."""
     from recommender.replay import tile_rule_schedules
     from recommender.target import parse_target
