@@ -82,6 +82,7 @@ def main() -> None:
                 best_in, best_root = max(filter(None, gf[:n]), default=None), max(filter(None, gf[n:]), default=None)
                 row = {"model": model, "kernel": k.name, "shapes": [list(s) for s, _ in k.args[:2]],
                        "tiles": [list(t) for t in tiles], "inlined_gflops": gf[:n], "at_root_gflops": gf[n:],
+                       "best_inlined": best_in, "best_at_root": best_root,
                        "best_ratio": round(best_in / best_root, 3) if best_in and best_root else None}
                 out["kernels"].append(row)
                 print(f"{model} {k.name[:36]} best {best_in} inlined, {best_root} at the root", file=sys.stderr,
@@ -97,8 +98,7 @@ def main() -> None:
              "| model | kernel | shapes | best inlined | best at the root | ratio |", "|---|---|---|---|---|---|"]
     for r in out["kernels"]:
         lines.append(f"| {r['model']} | {r['kernel'][:36]} | {' '.join('x'.join(map(str, s)) for s in r['shapes'])} | "
-                     f"{max(filter(None, r['inlined_gflops']), default='-')} | "
-                     f"{max(filter(None, r['at_root_gflops']), default='-')} | {r['best_ratio']} |")
+                     f"{r['best_inlined'] or '-'} | {r['best_at_root'] or '-'} | {r['best_ratio']} |")
     atomic_write_text(str(res / "pad_copy.md"), "\n".join(lines) + "\n")
     print(f"wrote {res / 'pad_copy.json'} and .md", file=sys.stderr)
 
