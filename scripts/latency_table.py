@@ -9,7 +9,11 @@ the shipped ranker), with design-space samples where no donor replays. Its
 runs live in models/<target-key>/latency/<model>/ (resumable; a finished one is reused and only re-timed; its
 database is rebuilt from the committed rows where it is missing).
 
-Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--redo] [--fresh] [--k 2]
+Held-out zoo models (in neither the bank nor the references, e.g. --heldout resnet50,convnext_tiny) get rows of
+their own: no own-records column, schedrec's transfer from the whole bank, ranked by the target's shipped lgbm.
+
+Usage: python scripts/latency_table.py [--target native] [--models resnet18,...] [--heldout resnet50,...] [--redo]
+       [--fresh] [--k 2]
 Keep the machine otherwise idle while it runs. Tuned TVM, schedrec, PyTorch and ONNX Runtime are timed side by
 side: 3 rounds, each timing every column (3 repeats of at least 200 ms), the order rotated between rounds; a
 column's figure is the median of its 9 repeats, and the row keeps each round's median (round_medians_ms), so
@@ -117,10 +121,25 @@ def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, 
     return out_dir / "database", report
 
 
+def heldout_models(text: str, bank_and_references: set[str]) -> list[str]:
+    """The zoo models named in `text` (comma-separated), each checked to be in neither the bank nor the
+    references (those have rows of their own)."""
+    names = [m for m in text.split(",") if m]
+    unknown = [m for m in names if m not in ZOO]
+    if unknown:
+        raise SchedrecError(f"--heldout: not zoo models: {', '.join(unknown)} (the zoo: {', '.join(ZOO)})")
+    inside = [m for m in names if m in bank_and_references]
+    if inside:
+        raise SchedrecError(f"--heldout: {', '.join(inside)} in the bank or the references: use --models")
+    return names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--heldout", default="",
+                    help="comma-separated zoo models in neither the bank nor the references: rows without own records")
     ap.add_argument("--redo", action="store_true", help="time again the models already in the table")
     ap.add_argument("--k", type=int, default=2, help="schedrec's candidates measured per kernel (2)")
     ap.add_argument("--cap", type=int, default=48, help="at most this many transferred candidates per kernel")
@@ -146,34 +165,38 @@ def main() -> None:
         raise SchedrecError(f"no bank or reference model {', '.join(unknown)} for {target.key}")
     if wanted:  # the rows asked for, in the order asked for (bank and references alike)
         folders = sorted((f for f in folders if names[f] in wanted), key=lambda f: wanted.index(names[f]))
+    elif args.heldout:  # only the held-out rows asked for
+        folders = []
+    rows = [(names[f], read_meta(f)["spec"], f) for f in folders]
+    rows += [(name, f"zoo:{name}", None) for name in heldout_models(args.heldout, set(names.values()))]
     cores = int(target.config.get("num-cores", 1))
     settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=round(MIN_REPEAT_S * 1000), fast_math=not args.exact_math)
     # untuned TVM runs plain loops (seconds per inference on the big models): 3 repeats of one inference
     untuned_settings = MeasureSettings(repeat=3, min_repeat_ms=0)
     recommenders = Recommenders(root)
     with Measurer(target.config, settings) as measurer:
-        for folder in folders:
-            meta = read_meta(folder)
-            name = meta["model"]
-            if (wanted and name not in wanted) or name in done:
+        for name, spec, folder in rows:
+            if name in done:
                 continue
             t0 = time.time()
             if not args.no_schedrec:  # the search first: its own measurer, then every column is timed here
-                database, report = schedrec_output(name, meta["spec"], target, root, args.k, args.cap,
+                database, report = schedrec_output(name, spec, target, root, args.k, args.cap,
                                                    args.tune_missing, recommenders, settings, fresh=args.fresh)
-            model = import_model(meta["spec"], target.tvm())
+            model = import_model(spec, target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
-            row = {"kind": folder.parent.name, "tuned_kernels": sum(k["tuned"] for k in meta["kernels"].values()),
+            row = {"kind": folder.parent.name if folder else "held-out",
+                   "tuned_kernels": sum(k["tuned"] for k in read_meta(folder)["kernels"].values()) if folder else None,
                    "target": target.config, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
                    "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}, "fast_math": settings.fast_math}
             untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)
             row["tvm_untuned_ms"] = untuned.median * 1e3 if untuned.ok else None
             row["errors"] = {} if untuned.ok else {"untuned": untuned.error[:300]}
             with contextlib.ExitStack() as stack:
-                timers = {}
-                with tempfile.TemporaryDirectory() as scratch:  # the library keeps what it needs of the records
-                    unpack(folder, scratch)
-                    libraries = {"tuned": stack.enter_context(measurer.model_library(model.mod, scratch))}
+                timers, libraries = {}, {}
+                if folder is not None:  # the model's own records (a held-out model has none)
+                    with tempfile.TemporaryDirectory() as scratch:  # the library keeps what it needs of the records
+                        unpack(folder, scratch)
+                        libraries["tuned"] = stack.enter_context(measurer.model_library(model.mod, scratch))
                 if not args.no_schedrec:
                     libraries["schedrec"] = stack.enter_context(measurer.model_library(model.mod, str(database)))
                 for column, built in libraries.items():
@@ -190,7 +213,7 @@ def main() -> None:
                         row["errors"]["onnxruntime"] = str(err).splitlines()[0][:300]
                 costs, failed = interleaved(timers, ROUNDS)
                 row["errors"].update(failed)
-            timed = ["tuned"] + ([] if args.no_schedrec else ["schedrec"]) + (
+            timed = list(libraries) + (
                 ["pytorch", "onnxruntime"] if name in ZOO else [])
             for column in timed:
                 rounds = costs.get(column) if column not in failed else None

@@ -83,3 +83,17 @@ def test_the_per_cpu_block_gives_the_unseen_onnx_figures_where_they_were_measure
     line = summary.unseen_onnx_line(tmp_path)
     assert "yolo 32.6 / 14.2 / 29.8; t5 7.1 / - / 12.9 (`python benchmarks/unseen_onnx.py`" in line
     assert "lgbm of llvm-x-2c" in line and "broken" not in line
+
+
+def test_the_latency_summary_counts_held_out_rows_apart_and_own_records_only_where_a_row_has_them():
+    card = load_script("make_card")
+    bank = {"kind": "bank", "schedrec_ms": 2.0, "pytorch_ms": 3.0, "onnxruntime_ms": 1.0, "tvm_tuned_ms": 2.5}
+    held = {"kind": "held-out", "schedrec_ms": 4.0, "pytorch_ms": 5.0, "onnxruntime_ms": 3.0}
+    slow = {**held, "schedrec_ms": 6.0}
+    text = card.latency_summary({"a": bank, "b": held, "c": slow})
+    assert "faster than PyTorch eager on 2 of 3 models, within 1.5x of ONNX Runtime on 1 of 3" in text
+    assert "faster than the model's own tuning records on 1 of 1." in text  # held-out rows have none
+    assert "Held-out rows alone: faster than PyTorch on 1 of 2, within 1.5x of ONNX Runtime on 1 of 2." in text
+    assert "*held-out* rows (b, c)" in card._heldout_text({"a": bank, "b": held, "c": slow})
+    assert card._heldout_text({"a": bank}) == ""
+    assert "| b | held-out | - |" in "\n".join(card.latency_table({"b": {**held, "schedrec": {}}}, {}))

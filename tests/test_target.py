@@ -134,3 +134,16 @@ def test_a_latency_row_on_a_cpu_without_a_matrix_ranks_with_the_nearest_matrix_t
     assert here.matrix_for("vgg16") is None
     (tmp_path / "llvm-znver4-2c" / "transfer" / "resnet18.jsonl.gz").write_bytes(b"")
     assert here.matrix_for("resnet18") == tmp_path / "llvm-znver4-2c"  # its own, once measured
+
+
+def test_held_out_latency_rows_take_only_zoo_models_outside_the_bank():
+    """--heldout names zoo models in neither the bank nor the references; anything else is refused by name."""
+    from recommender.errors import SchedrecError
+    from .cli_helpers import load_script
+    table = load_script("latency_table")
+    assert table.heldout_models("resnet50,convnext_tiny", {"resnet18"}) == ["resnet50", "convnext_tiny"]
+    assert table.heldout_models("", {"resnet18"}) == []
+    with pytest.raises(SchedrecError, match="not zoo models: nope"):
+        table.heldout_models("resnet50,nope", set())
+    with pytest.raises(SchedrecError, match="resnet18 in the bank or the references: use --models"):
+        table.heldout_models("resnet18", {"resnet18"})
