@@ -127,6 +127,21 @@ def unseen_onnx_line(results: Path) -> str:
             + "; ".join(parts) + f" (`{u['command']}`, [table](benchmarks/results/{results.name}/unseen_onnx.md)).")
 
 
+def onnx_coverage_line(results: Path) -> str:
+    """The share of each model's FLOPs in kernels with a donor whose replay succeeds, per import path (the zoo's
+    torch.export, ONNX), from benchmarks/onnx_coverage.py ('' where it was not run on this CPU)."""
+    c = _read(results / "onnx_coverage.json")
+    if not c or not c.get("models"):
+        return ""
+    def share(r: dict | None) -> str:
+        return f"{100 * r['replayed']:.1f}%" if r else "-"
+    parts = [f"{name} {share(paths.get('torch.export (zoo)'))} / {share(paths.get('ONNX'))}"
+             for name, paths in c["models"].items()]
+    return ("- Share of FLOPs in kernels with a bank donor that replays, imported through the zoo's torch.export / "
+            f"as an ONNX export ({c['date']}): " + "; ".join(parts)
+            + f" (`python benchmarks/onnx_coverage.py`, [table](benchmarks/results/{results.name}/onnx_coverage.md)).")
+
+
 def probes_line(results: Path) -> str:
     """The FMA peak and the tile rules' probes (conv, matmul) where they were run on this CPU."""
     peak = _read(results / "peak_gflops.json")
@@ -179,7 +194,7 @@ def render_targets(root: Path) -> str:
         lines = [f"#### Measured on `{target_dir.name}`" + (f" ({cpu})" if cpu else ""), "",
                  bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
                  *rankers_table(target_dir)]
-        lines += [x for x in (cross_target_line(target_dir, results), unseen_onnx_line(results),
-                               probes_line(results)) if x]
+        lines += [x for x in (cross_target_line(target_dir, results), onnx_coverage_line(results),
+                               unseen_onnx_line(results), probes_line(results)) if x]
         blocks.append("\n".join(lines).rstrip() + "\n")
     return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"

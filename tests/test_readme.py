@@ -97,3 +97,17 @@ def test_the_latency_summary_counts_held_out_rows_apart_and_own_records_only_whe
     assert "*held-out* rows (b, c)" in card._heldout_text({"a": bank, "b": held, "c": slow})
     assert card._heldout_text({"a": bank}) == ""
     assert "| b | held-out | - |" in "\n".join(card.latency_table({"b": {**held, "schedrec": {}}}, {}))
+
+
+def test_the_per_cpu_block_gives_the_onnx_coverage_per_import_path_where_it_was_measured(tmp_path):
+    """benchmarks/onnx_coverage.py's replayed-donor FLOP share appears per model as zoo / ONNX, '-' for a path
+    the model was not imported through; nothing where the probe was not run on this CPU."""
+    import json
+    summary = load_script("target_summary")
+    assert summary.onnx_coverage_line(tmp_path) == ""
+    (tmp_path / "onnx_coverage.json").write_text(json.dumps({"date": "2026-12-03", "models": {
+        "resnet50": {"torch.export (zoo)": {"replayed": 0.9998}, "ONNX": {"replayed": 0.71}},
+        "encoder": {"ONNX": {"replayed": 0.995}}}}))
+    line = summary.onnx_coverage_line(tmp_path)
+    assert "(2026-12-03): resnet50 100.0% / 71.0%; encoder - / 99.5% (`python benchmarks/onnx_coverage.py`" in line
+    assert f"[table](benchmarks/results/{tmp_path.name}/onnx_coverage.md)" in line
