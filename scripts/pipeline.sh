@@ -13,7 +13,8 @@
 #   4. the target's rankers, trained on its matrix, and their leave-one-model-out evaluation
 #      -> models/<key>/rankers/
 #   5. the "full tuning" references (200 trials per kernel) -> models/<key>/reference/ (SKIP_REFERENCE=1: not)
-#   6. the latency table (LATENCY_MODELS=a,b: those rows only), the figures and the card
+#   6. the latency table (LATENCY_MODELS=a,b: those rows only; else held-out models without a reference get
+#      rows too), the figures and the card
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(native_target().key)")
@@ -41,6 +42,11 @@ if [ -z "${SKIP_REFERENCE:-}" ]; then
 fi
 step latency table and card
 .venv/bin/python scripts/latency_table.py ${LATENCY_MODELS:+--models "$LATENCY_MODELS"}
+# held-out zoo models without a reference get rows of their own (no own-records column)
+UNREFERENCED=$(for m in $HELDOUT; do [ -d "models/$KEY/reference/$m" ] || printf '%s,' "$m"; done)
+if [ -z "${LATENCY_MODELS:-}" ] && [ -n "$UNREFERENCED" ]; then
+  .venv/bin/python scripts/latency_table.py --heldout "${UNREFERENCED%,}"
+fi
 .venv/bin/python scripts/transfer_figures.py
 .venv/bin/python scripts/make_card.py
 step done
