@@ -194,10 +194,15 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -
 
 
 def _copies(sch: object, block: object) -> bool:
-    """Whether the block copies one buffer into another of the same shape: the pad_temp of a conv without
-    padding (a 1x1 conv's), which the conv then reads in place instead of from a copy made at the root."""
+    """Whether the block copies one buffer into another of the same shape, its body a bare store of a load (no
+    padding condition, no arithmetic): the pad_temp of a conv without padding (a 1x1 conv's), which the conv then
+    reads in place instead of from a copy made at the root."""
     b = sch.get(block)
     if len(b.reads) != 1 or len(b.writes) != 1:
+        return False
+    value = getattr(b.body, "value", None)
+    if (type(b.body).__name__ not in ("BufferStore", "TensorStore")  # TVM 0.27 prints them as Tensor*
+            or type(value).__name__ not in ("BufferLoad", "TensorLoad")):
         return False
     return [int(x) for x in b.reads[0].source.shape] == [int(x) for x in b.writes[0].source.shape]
 

@@ -106,6 +106,21 @@ def test_a_pointwise_convs_input_copy_is_inlined_and_padding_stays_at_the_root()
     assert padded and all('T.sblock("pad_temp")' in s for s in padded)
 
 
+def test_only_a_bare_same_shape_copy_counts_as_a_copy_to_inline():
+    """A unary elementwise block reads one buffer of its output's shape too: it is not a copy to read through."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+    from recommender.conv_rules import _copies
+    x = te.placeholder((1, 8, 4, 4), name="x")
+    copy = te.compute(x.shape, lambda *i: x(*i), name="copy")
+    exp = te.compute(x.shape, lambda *i: te.exp(x(*i)), name="exp")
+    half = te.compute((1, 8, 2, 2), lambda n, c, h, w: x[n, c, h, w], name="half")  # a crop: other shape
+    func = te.create_prim_func([x, copy, exp, half]).with_attr("global_symbol", "main")
+    sch = Schedule(tvm.IRModule({"main": func}))
+    assert [_copies(sch, sch.get_sblock(n)) for n in ("copy", "exp", "half")] == [True, False, False]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stride, kernel_size, bound", [(1, 3, 0.2), (2, 3, 0.2), (1, 1, 0.7)])
 def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_it(target, stride, kernel_size, bound):
