@@ -17,7 +17,6 @@ import argparse
 import gzip
 import json
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,13 +74,13 @@ def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | N
 
 def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
-    from results_dir import results_dir
+    from results_dir import results_dir, run_header
 
     from recommender.kernels import extract_kernels
     from recommender.measure import Measurer
     from recommender.model_import import import_model
     from recommender.replay import _postprocess, apply_replayed
-    from recommender.target import cpu_name, float32_lanes, parse_target
+    from recommender.target import float32_lanes, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="vgg16,resnet50")
@@ -103,7 +102,7 @@ def main() -> None:
     lanes = float32_lanes(tt)
     res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target),
            "peak_gflops": measured_peak(target.key),
            "threads": threads, "lanes": lanes, "all_tiles": args.all_tiles, "kernels": []}
     with Measurer(target.config) as measurer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
-from results_dir import results_dir  # noqa: E402
+from results_dir import results_dir, run_header  # noqa: E402
 
 TRANSCENDENTAL = ("T.exp(", "T.erf(", "T.tanh(", "T.sigmoid(")
 SAMPLES, ROUNDS = 8, 2
@@ -54,7 +53,7 @@ def main() -> None:
     from dataclasses import replace
 
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="distilbert,gpt2")
     ap.add_argument("--target", default="native")
@@ -62,7 +61,7 @@ def main() -> None:
     target = parse_target(args.target)
     settings = MeasureSettings(repeat=5, min_repeat_ms=20)
     res = results_dir(target.key)
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target),
            "command": f"python benchmarks/fast_math_probe.py --models {args.models}", "samples": SAMPLES,
            "rounds": ROUNDS, "models": {}}
     with Measurer(target.config, replace(settings, fast_math=False)) as exact, \

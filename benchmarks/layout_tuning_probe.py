@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,11 +45,11 @@ def conv_kernels(spec: str, target: object, layout: str) -> list:
 def main() -> None:
     from packed_tuning_probe import search_kept
     from peak_gflops import measured_peak, torch_seconds
-    from results_dir import results_dir
+    from results_dir import results_dir, run_header
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.measure import Measurer
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="zoo:resnet50")
@@ -66,8 +65,8 @@ def main() -> None:
     work = ROOT / "out" / "layout_tuning" / target.key / model
     res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
-           "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target), "model": model,
+           "trials": args.trials,
            "peak_gflops": measured_peak(target.key), "kernels": []}
     with Measurer(target.config) as measurer:
         for k in nchw:

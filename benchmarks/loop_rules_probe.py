@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
-from results_dir import results_dir  # noqa: E402
+from results_dir import results_dir, run_header  # noqa: E402
 
 DRAWS = 4
 
@@ -47,7 +46,7 @@ def main() -> None:
     from recommender.kernels import extract_kernels
     from recommender.measure import Measurer
     from recommender.model_import import import_model
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="densenet121,bert_base,mobilebert")
@@ -56,7 +55,7 @@ def main() -> None:
     target = parse_target(args.target)
     tt = target.tvm()
     root = ROOT / "models" / target.key / "latency"
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target),
            "draws": DRAWS, "kernels": []}
     with Measurer(target.config) as measurer:
         for name in args.models.split(","):

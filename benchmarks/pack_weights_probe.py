@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
-from results_dir import results_dir  # noqa: E402
+from results_dir import results_dir, run_header  # noqa: E402
 
 
 def _timed(libs: dict, args: dict, rounds: int = 3) -> dict[str, float]:
@@ -75,7 +74,7 @@ def main() -> None:
     from recommender.candidates import BankIndex
     from recommender.kernels import extract_kernels
     from recommender.model_import import import_model
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="resnet50", help="a bank or reference model with its own records")
@@ -95,8 +94,7 @@ def main() -> None:
               for k in extract_kernels(import_model(spec, tt, pack_weights=True), tt)}
     heavy = sorted((k for k in kernels.values() if k.name in own and k.name in marked),
                    key=lambda k: -k.total_flops)[:args.kernels]
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": args.model,
-           "date": time.strftime("%Y-%m-%d"), "kernels": []}
+    out = {**run_header(target), "model": args.model, "kernels": []}
     for k in heavy:
         row = probe_kernel(k, marked[k.name], own[k.name].sources[0], tt)
         print(json.dumps(row), file=sys.stderr, flush=True)

@@ -55,13 +55,13 @@ def search_kept(kernel: object, target: object, measurer: object, work: Path, tr
 
 def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
-    from results_dir import results_dir
+    from results_dir import results_dir, run_header
 
     from recommender.bank_tune import _quiet_metaschedule
     from recommender.kernels import extract_kernels
     from recommender.measure import Measurer
     from recommender.model_import import import_model
-    from recommender.target import cpu_name, parse_target
+    from recommender.target import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="zoo:resnet50")
@@ -80,8 +80,8 @@ def main() -> None:
     model = args.model.split(":")[-1]
     work = ROOT / "out" / "packed_tuning" / target.key / model
     res = results_dir(target.key)
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "model": model,
-           "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target), "model": model,
+           "trials": args.trials,
            "peak_gflops": measured_peak(target.key), "kernels": []}
     threads = int(target.config.get("num-cores", 1))
     with Measurer(target.config) as measurer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,10 +52,10 @@ def both_ways(kernel: object, target: object, lanes: int) -> tuple[list, list, l
 
 
 def main() -> None:
-    from results_dir import results_dir
+    from results_dir import results_dir, run_header
 
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.target import cpu_name, float32_lanes, parse_target
+    from recommender.target import float32_lanes, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="mnasnet1_0,efficientnet_b0")
@@ -67,7 +66,7 @@ def main() -> None:
     lanes = float32_lanes(tt)
     res = results_dir(target.key)
     threads = int(target.config.get("num-cores", 1))
-    out = {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
+    out = {**run_header(target),
            "threads": threads, "command": f"python benchmarks/pad_copy_probe.py --models {args.models} "
                                           f"--kernels {args.kernels}", "kernels": []}
     with Measurer(target.config, MeasureSettings(repeat=7, min_repeat_ms=20)) as measurer:

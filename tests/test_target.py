@@ -147,3 +147,17 @@ def test_held_out_latency_rows_take_only_zoo_models_outside_the_bank():
         table.heldout_models("resnet50,nope", set())
     with pytest.raises(SchedrecError, match="resnet18 in the bank or the references: use --models"):
         table.heldout_models("resnet18", {"resnet18"})
+
+
+def test_every_probe_s_results_start_with_the_target_its_key_the_cpu_and_the_date():
+    """benchmarks/results_dir.run_header: the fields the README's per-CPU lines read from a probe's JSON."""
+    import sys
+    import time
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from results_dir import run_header
+    from recommender.target import cpu_name
+    target = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}')
+    header = run_header(target)
+    assert header == {"target": target.config, "target_key": "llvm-znver4-2c", "cpu": cpu_name(),
+                      "date": time.strftime("%Y-%m-%d")}
