@@ -111,3 +111,22 @@ def test_the_per_cpu_block_gives_the_onnx_coverage_per_import_path_where_it_was_
     line = summary.onnx_coverage_line(tmp_path)
     assert "(2026-12-03): resnet50 100.0% / 71.0%; encoder - / 99.5% (`python benchmarks/onnx_coverage.py`" in line
     assert f"[table](benchmarks/results/{tmp_path.name}/onnx_coverage.md)" in line
+
+
+def test_the_model_profile_sets_each_kernel_s_time_in_the_model_beside_its_time_alone():
+    """benchmarks/model_profile.rows: calls per inference from the instrument's counts, the median in-model
+    time per call against the search's measured latency (the default's where no schedule was chosen)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import model_profile
+    report = {"kernels": [
+        {"kernel": "conv", "class_key": "conv2d/s4r3:x", "flops": 2e6, "latency_s": 1e-5, "chosen": {"source_model": "a"}},
+        {"kernel": "fc", "class_key": "matmul/s2r1:y", "flops": 1e6, "latency_s": None, "default_s": 4e-5},
+        {"kernel": "unused", "class_key": "pool/s4r2:z", "flops": 1.0, "latency_s": 1e-6}]}
+    calls = {"conv": [2e-5, 2e-5, 3e-5, 2e-5], "fc": [1e-5, 1.2e-5], "vm.builtin.reshape": [1e-6, 1e-6]}
+    rows = model_profile.rows(report, calls, iters=2)
+    assert [r["kernel"] for r in rows] == ["conv", "fc"]  # 2 calls x 20 us ahead of 1 call x 11 us
+    conv, fc = rows
+    assert conv["calls"] == 2 and conv["in_model_s"] == 2e-5 and conv["ratio"] == 2.0 and conv["source"] == "a"
+    assert fc["calls"] == 1 and fc["alone_s"] == 4e-5 and fc["source"] == "default"
+    assert abs(conv["gflops"] - 100.0) < 1e-9
