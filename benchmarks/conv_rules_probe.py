@@ -54,9 +54,10 @@ def rule_kinds() -> dict:
                        matmul_rules.matmul_tiles, all_matmul_tiles, "matmul")}
 
 
-def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | None, str]:
+def best_donor_trace(target_key: str, model: str, kernel: str, any_source: bool = False) -> tuple[list | None, str]:
     """The trace of the fastest transferred (donor) schedule the model's latency run measured for `kernel`
-    (rule-built and design-space rows left out), and its source; (None, "none") if no donor was measured."""
+    (rule-built and design-space rows left out, unless `any_source`: then the fastest of every schedule it
+    measured), and its source; (None, "none") if none was measured."""
     path = ROOT / "models" / target_key / "latency" / model / "candidates.jsonl.gz"
     best = None
     if not path.exists():  # no latency run of this model on this target
@@ -65,7 +66,7 @@ def best_donor_trace(target_key: str, model: str, kernel: str) -> tuple[list | N
         for line in f:
             row = json.loads(line)
             if (row["target_kernel"] == kernel and row["status"] == "ok" and row["latency_s"] and row["trace"]
-                    and row["match"] in ("class", "anchor") and (best is None or row["latency_s"] < best["latency_s"])):
+                    and (any_source or row["match"] in ("class", "anchor")) and (best is None or row["latency_s"] < best["latency_s"])):
                 best = row
     if best is None:
         return None, "none"
@@ -87,6 +88,10 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
     ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
     ap.add_argument("--rule", choices=("conv", "matmul"), default="conv")
+    ap.add_argument("--padded", action="store_true",
+                    help="only convs whose epilogue pads the output for the next conv (class ending +PadInput), "
+                         "against the fastest schedule of any source the latency run measured; results to "
+                         "<rule>_rules.padded.json and .md")
     ap.add_argument("--only", default="", help="only kernels of this class prefix (e.g. depthwise_conv2d/); "
                     "the results then go to <rule>_rules.<kind>.json and .md")
     args = ap.parse_args()
@@ -97,6 +102,8 @@ def main() -> None:
             ap.error(f"--only {args.only}: not a class of the {args.rule} rule ({', '.join(prefixes)})")
         prefixes = (args.only,)
         name += "." + args.only.rstrip("/")
+    if args.padded:
+        name += ".padded"
     target = parse_target(args.target)
     tt = target.tvm()
     lanes = float32_lanes(tt)
@@ -108,7 +115,7 @@ def main() -> None:
     with Measurer(target.config) as measurer:
         for model in args.models.split(","):
             kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt)
-                       if k.class_key.startswith(prefixes)]
+                       if k.class_key.startswith(prefixes) and (not args.padded or k.class_key.endswith("+PadInput"))]
             if args.rule == "matmul":  # a transformer's kernels come in graph order: the heaviest first
                 kernels.sort(key=lambda k: -k.total_flops)
             for k in kernels[:args.kernels]:
@@ -116,10 +123,12 @@ def main() -> None:
                 tiles = (every_tile(*shape, lanes) if args.all_tiles else own_tiles(*shape, lanes=lanes)) if shape else []
                 scheds = rule.rule_schedules(k.mod, tiles)
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
-                trace, source = best_donor_trace(target.key, model, k.name)
+                trace, source = best_donor_trace(target.key, model, k.name, any_source=args.padded)
                 donor = [apply_replayed(trace, k.mod, tt).mod] if trace else []
                 results = measurer.measure(donor + mods, reference=k.mod)
-                t_torch = torch_seconds(torch_op, [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
+                # a padded output is not what PyTorch's conv gives: no PyTorch column there
+                t_torch = None if args.padded else torch_seconds(
+                    torch_op, [{"shape": list(s), "dtype": d} for s, d in k.args], threads)
                 gf = lambda s: round(k.flops / s / 1e9, 1) if s else None  # noqa: E731
                 row = {"model": model, "kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 3),
                        "shapes": [list(s) for s, _ in k.args[:2]], "donor_source": source,
@@ -136,9 +145,9 @@ def main() -> None:
              f"{out['cpu']}, {threads} threads, {out['date']})", "",
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
              f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}"
-             f"{f' --only {args.only}' if args.only else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
              f"{out['peak_gflops']} GFLOP/s.", "",
-             "| model | kernel | shapes | best donor GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
+             f"| model | kernel | shapes | {'best of the latency run' if args.padded else 'best donor'} GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:
         ok = [t for t in r["tiles"] if t["ok"]]
@@ -146,7 +155,7 @@ def main() -> None:
         own = max((t["gflops"] for t in ok if t["tile"] in r["rule_tiles"]), default=None)
         lines.append(f"| {r['model']} | {r['kernel'][:36]} | {' '.join('x'.join(map(str, s)) for s in r['shapes'])} | "
                      f"{r['donor_gflops']} ({r['donor_source'][:40]}) | {best['tile'] if best else '-'} | "
-                     f"{best['gflops'] if best else '-'} | {own if own is not None else '-'} | {r['pytorch_gflops']} |")
+                     f"{best['gflops'] if best else '-'} | {own if own is not None else '-'} | {r['pytorch_gflops'] or '-'} |")
     atomic_write_text(str(res / f"{name}.md"), "\n".join(lines) + "\n")
     print(f"wrote {res / name}.json and .md", file=sys.stderr)
 

@@ -106,6 +106,37 @@ def test_a_pointwise_convs_input_copy_is_inlined_and_padding_stays_at_the_root()
     assert padded and all('T.sblock("pad_temp")' in s for s in padded)
 
 
+def test_a_conv_whose_epilogue_pads_the_output_keeps_the_padding_at_the_root_and_writes_the_border():
+    """Relax fuses the next conv's padding into a 1x1 conv's epilogue (mobilenet_v2's expand convs feed padded
+    depthwise convs): computed per tile the border stayed unwritten and every rule schedule was rejected; the
+    pad now runs at the root over the whole padded map, after the tiles write the epilogue."""
+    import numpy as np
+    import tvm
+    from tvm import te, topi
+    from recommender.replay import tile_rule_schedules
+    from recommender.target import parse_target
+    x = te.placeholder((1, 16, 28, 28), name="x")
+    w = te.placeholder((96, 16, 1, 1), name="w")
+    b = te.placeholder((1, 96, 1, 1), name="b")
+    relu6 = topi.clip(topi.add(topi.nn.conv2d_nchw(x, w, 1, 0, 1), b), 0.0, 6.0)
+    padded = topi.nn.pad(relu6, [0, 0, 1, 1], [0, 0, 0, 0], name="PadInput")  # one side, as for a stride-2 conv
+    mod = tvm.IRModule({"main": te.create_prim_func([x, w, b, padded]).with_attr("global_symbol", "main")})
+    target = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
+    scheds = tile_rule_schedules(mod, target)
+    assert scheds and all("for i0_i1_i2_fused in T.parallel(2784)" in r.mod.script() for r in scheds)  # 96 x 29 rows
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 16, 28, 28), (96, 16, 1, 1), (1, 96, 1, 1))]
+
+    def run(m) -> np.ndarray:
+        out = tvm.runtime.tensor(np.full((1, 96, 29, 29), 7.0, "float32"))  # a border left unwritten stays 7
+        tvm.compile(m, target=target)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+        return out.numpy()
+    expected = run(mod)
+    assert expected[:, :, 0].max() == 0.0 and expected[:, :, :, 0].max() == 0.0
+    for r in scheds:
+        np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_only_a_bare_same_shape_copy_counts_as_a_copy_to_inline():
     """A unary elementwise block reads one buffer of its output's shape too: it is not a copy to read through."""
     import tvm
