@@ -1,6 +1,9 @@
 """The measurer with real TVM: timing, isolation of crashing / hanging / failing kernels, MetaSchedule."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from recommender.errors import SchedrecError
@@ -143,3 +146,39 @@ def test_a_kernel_that_packs_its_weight_is_checked_packing_and_timed_packed(meas
     results = measurer.measure([d.mod for d in packing], reference=as_mod(matmul64))
     assert all(r.status == OK and r.median > 0 for r in results), results
     assert measurer._packing == {}  # nothing left behind
+
+
+def test_psi_stall_share_is_read_from_the_pressure_file(tmp_path):
+    """contention.StallWatch: the `some` total's growth over the body's wall time; None without PSI."""
+    from recommender.measure import contention
+    psi = tmp_path / "cpu"
+    psi.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert contention.stalled_us(str(psi)) == 1000
+    with contention.StallWatch(str(psi)) as watch:
+        time.sleep(0.1)
+        psi.write_text("some avg10=1.00 avg60=0.00 avg300=0.00 total=51000\n")  # 50 ms stalled
+    assert 0.3 < watch.share <= 0.5 and contention.spoiled(watch.share)
+    assert contention.stalled_us(str(tmp_path / "missing")) is None
+    with contention.StallWatch(str(tmp_path / "missing")) as watch:
+        pass
+    assert watch.share is None and not contention.spoiled(None)
+
+
+def test_a_timing_beside_a_busy_process_is_timed_again_and_kept_with_its_stall_share(target):
+    """Beside a busy loop on every core, a 2-thread kernel's timing stalls for a CPU (PSI): the measurer times
+    it again and, the loops still running, keeps the last try with its stall share; alone it is not retried."""
+    import subprocess
+    from recommender.measure import contention
+    if contention.stalled_us() is None:
+        pytest.skip("no CPU pressure information (PSI) on this machine")
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=20)) as m:
+        (quiet,) = m.measure([as_mod(matmul64)])
+        assert quiet.ok and m.stats["timed_again_contended"] == 0
+        hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
+        try:
+            (busy,) = m.measure([as_mod(matmul64)])
+        finally:
+            for h in hogs:
+                h.kill()
+        assert busy.ok and contention.spoiled(busy.stall_share), busy.stall_share
+        assert m.stats["timed_again_contended"] == contention.RETRIES and m.stats["kept_contended"] == 1

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
+from . import contention
 from .args import index_bounds, kernel_args
 from .host_lock import exclusive
 from ..errors import SchedrecError
@@ -66,6 +68,7 @@ class MeasureResult:
     run_s: float = 0.0
     scheduled_kernels: int | None = None  # whole models built with a database: the kernels it scheduled
     path: str | None = None  # model_library: the built library
+    stall_share: float | None = None  # share of the timing in which a task waited for a CPU (contention.py)
 
     @property
     def ok(self) -> bool:
@@ -102,7 +105,8 @@ class Measurer:
         self._tmp = tempfile.mkdtemp(prefix="schedrec-measure-")
         self._lock = threading.Lock()
         self._counter = 0
-        self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0}
+        self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0, "timed_again_contended": 0,
+                      "kept_contended": 0}
         self._packing: dict[str, dict] = {}  # artifact path -> check_path, timing_args (worker._build)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -196,7 +200,27 @@ class Measurer:
             return self._timed("time", payload, s.run_timeout_s)
 
     def _timed(self, op: str, payload: dict, timeout: float) -> MeasureResult:
-        """Run a timing request in the timing worker; failures become results with their reason."""
+        """Run a timing request in the timing worker; failures become results with their reason. A timing
+        that another process spoiled (it stalled for a CPU, contention.py) is timed again, up to
+        contention.RETRIES times; the last is kept with its stall share, and the first such stall is told."""
+        for attempt in range(contention.RETRIES + 1):
+            with contention.StallWatch() as watch:
+                result = self._timed_once(op, payload, timeout)
+            result.stall_share = watch.share
+            if not (result.ok and contention.spoiled(watch.share)):
+                return result
+            if attempt == contention.RETRIES:
+                self.stats["kept_contended"] += 1
+                return result
+            if not self.stats["timed_again_contended"]:
+                print(f"note: another process took the CPU during a timing (stalled {watch.share:.0%} of it); "
+                      f"timed again (up to {contention.RETRIES} times), as every spoiled timing will be",
+                      file=sys.stderr, flush=True)
+            self.stats["timed_again_contended"] += 1
+            time.sleep(contention.RETRY_WAIT_S)
+        return result
+
+    def _timed_once(self, op: str, payload: dict, timeout: float) -> MeasureResult:
         t0 = time.perf_counter()
         try:
             costs = self._timer.call(op, payload, timeout)

@@ -1,0 +1,53 @@
+"""Whether another process took the CPU while a timing ran: Linux's CPU pressure stall information (PSI).
+
+The measurement lock (host_lock.py) keeps schedrec processes apart, not a test run, a compiler or a package
+install beside them. With as many timing threads as cores, one runnable stranger is enough: a thread of the
+kernel waits a whole scheduler slice for its core, and every repeat lasts about 4 ms whatever the kernel
+(resnet50's held-out search on llvm-znver4-2c measured 22 of its 150 candidates at 3.97-4.06 ms beside a short
+pytest run, kernels that run in 0.7-1.5 ms alone). `/proc/pressure/cpu`'s `some` total counts the microseconds
+in which a task was runnable but had no CPU: on that machine a quiet timing of a 2-thread kernel stalled
+0.1-1.2 ms of its 190 ms, the same timing beside a busy shell loop 1052 of 2087 ms (its median 3.86 against
+0.26-0.30 ms). Where the kernel has no PSI (not Linux, or built without it), nothing is checked.
+"""
+from __future__ import annotations
+
+import time
+
+PSI_CPU = "/proc/pressure/cpu"
+MAX_STALL_SHARE = 0.05  # a timing stalled longer than this share of its wall time is spoiled
+RETRIES = 2  # a spoiled timing is timed again this many times, then kept with its stall share
+RETRY_WAIT_S = 1.0  # between a spoiled timing and the next try: a short stranger may finish meanwhile
+
+
+def stalled_us(path: str = PSI_CPU) -> int | None:
+    """The machine's cumulative CPU stall (`some` total, microseconds), None where PSI is not available."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("some"):
+                    return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class StallWatch:
+    """Context manager: `share` is the share of the body's wall time in which some task waited for a CPU
+    (None where PSI is not available)."""
+
+    def __init__(self, path: str = PSI_CPU) -> None:
+        self.path = path
+        self.share: float | None = None
+
+    def __enter__(self) -> "StallWatch":
+        self._start, self._t0 = stalled_us(self.path), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end, wall = stalled_us(self.path), time.perf_counter() - self._t0
+        if self._start is not None and end is not None and wall > 0:
+            self.share = max(0.0, (end - self._start) / 1e6 / wall)
+
+
+def spoiled(share: float | None) -> bool:
+    return share is not None and share > MAX_STALL_SHARE
