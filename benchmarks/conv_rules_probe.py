@@ -88,6 +88,10 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
     ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
     ap.add_argument("--rule", choices=("conv", "matmul"), default="conv")
+    ap.add_argument("--flat", action="store_true",
+                    help="only 1x1 convs that get flat tiles (maps narrower than a vector), their column and flat "
+                         "tiles against the fastest schedule of any source the latency run measured; results to "
+                         "conv_rules.flat.json and .md")
     ap.add_argument("--padded", action="store_true",
                     help="only convs whose epilogue pads the output for the next conv (class ending +PadInput), "
                          "against the fastest schedule of any source the latency run measured; results to "
@@ -104,6 +108,10 @@ def main() -> None:
         name += "." + args.only.rstrip("/")
     if args.padded:
         name += ".padded"
+    if args.flat:
+        if args.rule != "conv":
+            ap.error("--flat: conv rule only")
+        name += ".flat"
     target = parse_target(args.target)
     tt = target.tvm()
     lanes = float32_lanes(tt)
@@ -115,15 +123,18 @@ def main() -> None:
     with Measurer(target.config) as measurer:
         for model in args.models.split(","):
             kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt)
-                       if k.class_key.startswith(prefixes) and (not args.padded or k.class_key.endswith("+PadInput"))]
+                       if k.class_key.startswith(prefixes) and (not args.padded or k.class_key.endswith("+PadInput"))
+                       and (not args.flat or rule.flat_fits(k.mod, lanes))]
             if args.rule == "matmul":  # a transformer's kernels come in graph order: the heaviest first
                 kernels.sort(key=lambda k: -k.total_flops)
             for k in kernels[:args.kernels]:
                 shape = output_of(k.mod)
                 tiles = (every_tile(*shape, lanes) if args.all_tiles else own_tiles(*shape, lanes=lanes)) if shape else []
+                if args.flat:
+                    tiles += rule.flat_tiles(shape[0], lanes)
                 scheds = rule.rule_schedules(k.mod, tiles)
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
-                trace, source = best_donor_trace(target.key, model, k.name, any_source=args.padded)
+                trace, source = best_donor_trace(target.key, model, k.name, any_source=args.padded or args.flat)
                 donor = [apply_replayed(trace, k.mod, tt).mod] if trace else []
                 results = measurer.measure(donor + mods, reference=k.mod)
                 # a padded output is not what PyTorch's conv gives: no PyTorch column there
@@ -133,7 +144,8 @@ def main() -> None:
                 row = {"model": model, "kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 3),
                        "shapes": [list(s) for s, _ in k.args[:2]], "donor_source": source,
                        "donor_gflops": gf(results[0].median) if donor and results[0].ok else None,
-                       "rule_tiles": [list(t) for t in own_tiles(*shape, lanes=lanes)] if shape else [],
+                       "rule_tiles": [list(t) for t in own_tiles(*shape, lanes=lanes)
+                                      + (rule.flat_tiles(shape[0], lanes) if args.flat else [])] if shape else [],
                        "pytorch_gflops": gf(t_torch),
                        "tiles": [{"tile": list(t), "ok": r.ok, "gflops": gf(r.median) if r.ok else None,
                                   "error": "" if r.ok else r.error[:200]}
@@ -145,9 +157,10 @@ def main() -> None:
              f"{out['cpu']}, {threads} threads, {out['date']})", "",
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
              f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}"
-             f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
-             f"{out['peak_gflops']} GFLOP/s.", "",
-             f"| model | kernel | shapes | {'best of the latency run' if args.padded else 'best donor'} GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
+             f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}{' --flat' if args.flat else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{out['peak_gflops']} GFLOP/s." + (" A tile of two numbers is a flat tile (channels, vectors of the "
+             "map's positions flattened)." if args.flat else ""), "",
+             f"| model | kernel | shapes | {'best of the latency run' if args.padded or args.flat else 'best donor'} GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:
         ok = [t for t in r["tiles"] if t["ok"]]

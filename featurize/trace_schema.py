@@ -8,14 +8,17 @@ each with its inputs, attributes, outputs and decision typed, random variables d
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 INT32 = 2**31 - 1
 
 # input kinds: B block, L loop, V expression variable, F split factor (V, None or a positive int),
-# A annotation value (V, int, float or a quoted string), BS a list of blocks.
-# attr kinds: s non-empty string, i integer (bool allowed), n tile count, ci list of ints, cf list of floats.
+# A annotation value (V, int, float or a quoted string), BS a list of blocks, M an index map (TVM's JSON
+# graph of a tirx.IndexMap, as a string).
+# attr kinds: s non-empty string, i integer (bool allowed), n tile count, ci list of ints, cf list of floats,
+# m an index map (as input M), p a padding value (None: the conv rule's flat tiles never pad a layout).
 # outputs: an int (exactly that many), "*" (any number), "n" (attrs[0] of SamplePerfectTile),
 # "factors" (one per split factor).
 _SCHEMA: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], Any, str | None]] = {
@@ -44,11 +47,15 @@ _SCHEMA: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], Any, str 
     "ReverseComputeInline": (("B",), None, (), 0, None),
     "DecomposeReduction": (("B", "L"), None, (), 1, "B"),
     "RFactor": (("L",), None, ("i",), 1, "B"),
-    "PadEinsum": (("B",), None, ("ci",), 0, None),  # the matmul rule's padded columns
+    "PadEinsum": (("B",), None, ("ci",), 0, None),  # the matmul rule's padded columns, the conv rule's flat map
+    # the conv rule's flat tiles: buffer index, read (0) or write (1), padding value, assume injective
+    "TransformLayout": (("B", "M"), None, ("i", "i", "p", "i"), 0, None),
+    "TransformBlockLayout": (("B",), None, ("m",), 0, None),
     "EnterPostproc": ((), None, (), 0, None),
 }
 _SAMPLING = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
 MAX_TILES = 16
+MAX_INDEX_MAP_CHARS = 20000
 
 
 class MalformedTrace(ValueError):
@@ -122,6 +129,8 @@ def _check_input(kind: str, spec: str, x: Any, rvs: dict[str, str]) -> None:
         ok = rv("BL")
     elif spec == "F":
         ok = rv("V") or x == "None" or x is None or (_is_int(x) and 0 < x <= INT32)
+    elif spec == "M":
+        ok = _is_index_map(x)
     elif spec == "A":
         ok = rv("V") or (_is_int(x) and abs(x) <= INT32) or (isinstance(x, float) and math.isfinite(x)) or (
             isinstance(x, str) and len(x) >= 2 and x[0] == x[-1] == '"')
@@ -133,7 +142,7 @@ def _check_input(kind: str, spec: str, x: Any, rvs: dict[str, str]) -> None:
 
 _INPUT_WORDS = {"B": "a defined block", "L": "a defined loop", "V": "a defined variable",
                 "BL": "a defined block or loop", "BS": "a list of defined blocks", "F": "a split factor",
-                "A": "an annotation value"}
+                "A": "an annotation value", "M": "an index map"}
 
 
 def _check_attr(kind: str, a_kind: str, a: Any) -> None:
@@ -143,6 +152,10 @@ def _check_attr(kind: str, a_kind: str, a: Any) -> None:
         ok = _is_int(a) and abs(a) <= INT32
     elif a_kind == "n":
         ok = _is_int(a) and 1 <= a <= MAX_TILES
+    elif a_kind == "m":
+        ok = _is_index_map(a)
+    elif a_kind == "p":
+        ok = a is None
     elif a_kind == "ci":
         ok = isinstance(a, list) and 0 < len(a) <= 64 and all(_is_int(v) and abs(v) <= INT32 for v in a)
     else:  # "cf"
@@ -164,6 +177,21 @@ def _check_decision(inst: list, value: Any) -> None:
         ok = _is_int(value) and -2 <= value <= INT32
     if not ok:
         raise MalformedTrace(f"bad decision {value!r:.40} for {kind}")
+
+
+def _is_index_map(x: Any) -> bool:
+    """A string holding TVM's JSON graph of one tirx.IndexMap (its root), of a bounded size."""
+    if not (isinstance(x, str) and len(x) <= MAX_INDEX_MAP_CHARS):
+        return False
+    try:
+        graph = json.loads(x)
+    except ValueError:
+        return False
+    if not (isinstance(graph, dict) and isinstance(graph.get("nodes"), list) and _is_int(graph.get("root_index"))):
+        return False
+    nodes, root = graph["nodes"], graph["root_index"]
+    return (0 <= root < len(nodes) and all(isinstance(n, dict) and isinstance(n.get("type"), str) for n in nodes)
+            and nodes[root]["type"] == "tirx.IndexMap")
 
 
 def _is_int(x: Any) -> bool:

@@ -24,6 +24,8 @@ or none. Like every candidate, each is checked against the unscheduled kernel an
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .loop_rules import _extent
 
 # output columns per vector, by float32 lanes of the target's vector registers, preferred first: a full
@@ -48,6 +50,21 @@ ONE_ROW_SHAPES = {8: (), 16: ((16, 1), (8, 1))}
 # above PyTorch on 15 of 16
 # (benchmarks/results/llvm-znver4-2c/conv_rules.depthwise_conv2d.md)
 DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in (8, 16)}
+# (channels, vectors) of a flat tile, preferred first: a 1x1 conv on a map at most half a vector wide (7x7 with
+# AVX-512's 16 lanes: 7-wide vectors fill 44% of each register) computed over the map's positions flattened,
+# padded up to whole vectors (49 -> 64: 77%), the input copied flat and the output cropped. On the 8 heaviest
+# 7x7 1x1 convs of mnasnet1_0, resnet50 and mobilenet_v2 (llvm-znver4-2c) a flat tile was the fastest tile on 5,
+# e.g. 147.5 against 110.4 GFLOP/s for the latency run's best on mnasnet1_0's 192 -> 1152, and resnet50's
+# 2048 -> 512 at 84.3 where column tiles reached 31-34 (benchmarks/results/llvm-znver4-2c/conv_rules.flat.md).
+# AVX2's 8 lanes fit 7 columns well: none there
+FLAT_SHAPES = {8: (), 16: ((16, 1), (8, 2), (4, 4))}
+FLAT_TILES = 2  # the first this many FLAT_SHAPES that divide the channels
+
+
+class FlatTile(NamedTuple):
+    """A register tile over a 1x1 conv's flattened map: `channels` x `vectors` vectors of the target's lanes."""
+    channels: int
+    vectors: int
 
 
 def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
@@ -81,8 +98,30 @@ def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None,
     shape = conv_output(mod)
     if shape is None:
         return []
-    return tiled(mod, tiles if tiles is not None else conv_tiles(*shape, lanes=lanes),
-                 lambda sch, tile: _tile(sch, tile, inline_copies))
+    if tiles is None:
+        tiles = conv_tiles(*shape, lanes=lanes) + (flat_tiles(shape[0], lanes) if flat_fits(mod, lanes) else [])
+    return tiled(mod, tiles, lambda sch, tile: _flat_tile(sch, tile, lanes) if isinstance(tile, FlatTile)
+                 else _tile(sch, tile, inline_copies))
+
+
+def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
+    """The first FLAT_TILES of FLAT_SHAPES[lanes] whose channels divide `channels`."""
+    return [FlatTile(c, v) for c, v in FLAT_SHAPES.get(lanes, ()) if channels % c == 0][:FLAT_TILES]
+
+
+def flat_fits(mod: object, lanes: int) -> bool:
+    """Whether flat tiles apply: an ungrouped 1x1 conv of stride 1, unpadded, on a map at most half a vector wide
+    (on 14x14 maps a 14-wide column tile won on all 12 convs probed)."""
+    from tvm.s_tir import Schedule
+    extents = block_extents(mod, _conv_block)
+    if (not FLAT_SHAPES.get(lanes) or extents is None or extents[5:] != [1, 1] or 2 * extents[3] > lanes
+            or _groups(mod) != 1):
+        return False
+    sch = Schedule(mod)
+    block = sch.get(_conv_block(sch))
+    data = block.reads[0].source
+    # unpadded: the conv reads its input (or a same-shape copy of it) at the output's own rows and columns
+    return [int(d) for d in data.shape[2:]] == extents[2:4]
 
 
 def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
@@ -200,6 +239,47 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -
             _parallel_root(sch, b)
     for b in padding:
         _parallel_root(sch, b)
+
+
+def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
+    """A flat tile: the input copied with the map's positions flat and padded with zeros to whole vectors of the
+    tile, `channels` x `vectors` accumulators of `lanes` positions over the whole reduction, the output cropped
+    back to rows and columns by the epilogue (at the root)."""
+    conv = _conv_block(sch)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(conv))))
+    producers, consumers = blocks[:at], blocks[at + 1:]
+    for b in producers:  # Relax's pad_temp of an unpadded conv: a copy, read in place
+        if not _copies(sch, b):
+            raise ValueError("a flat tile needs an unpadded conv")
+        sch.compute_inline(b)
+    for b in consumers[:-1]:
+        sch.compute_inline(b)
+    if not consumers:  # the conv writes the kernel's output: accumulate into a buffer of the kernel's own
+        sch.cache_write(conv, 0, "global")
+    _, _, height, width, _, _, _ = (_extent(sch, lp) for lp in sch.get_loops(conv))
+    positions = height * width
+    step = lanes * tile.vectors
+    flat = lambda n, c, h, w: (n, c, h * width + w)  # noqa: E731
+    copy = sch.cache_read(conv, 0, "global")
+    sch.transform_layout(copy, ("write", 0), flat)
+    sch.transform_layout(conv, ("write", 0), flat)
+    sch.transform_block_layout(conv, lambda n, c, h, w, rc, ry, rx: (n, c, h * width + w, rc, ry, rx))
+    name = sch.get(conv).name_hint
+    sch.pad_einsum(conv, [1, 1, -(-positions // step) * step, 1, 1, 1])
+    conv = sch.get_sblock(name)
+    n, co, p, rc, ry, rx = sch.get_loops(conv)
+    co_o, co_i = sch.split(co, [None, tile.channels])
+    p_o, p_v, p_i = sch.split(p, [None, tile.vectors, lanes])
+    sch.reorder(n, co_o, p_o, rc, ry, rx, co_i, p_v, p_i)
+    sch.parallel(sch.fuse(n, co_o, p_o))
+    sch.unroll(co_i)
+    sch.unroll(p_v)
+    sch.vectorize(p_i)
+    sch.decompose_reduction(conv, rc)
+    for b in sch.get_child_blocks(sch.get_sblock("root")):  # the copies, the crop and the epilogue
+        if not sch.get(b).same_as(sch.get(conv)) and not sch.get(b).name_hint.endswith("_init"):
+            _parallel_root(sch, b)
 
 
 def _pads_output(sch: object, block: object, conv: object) -> bool:

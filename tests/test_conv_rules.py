@@ -137,6 +137,39 @@ def test_a_conv_whose_epilogue_pads_the_output_keeps_the_padding_at_the_root_and
         np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_from_their_trace():
+    """A 1x1 conv on a map narrower than a vector also gets flat tiles (the map's 49 positions padded to 64,
+    whole vectors of 16 lanes): checked against the unscheduled conv, and rebuilt from the trace the database
+    keeps; none on AVX2 (7 columns fill 8 lanes well), none for a padded or strided conv."""
+    import numpy as np
+    import tvm
+    from recommender.conv_rules import FlatTile, flat_fits, rule_schedules
+    from recommender.replay import apply_replayed, tile_rule_schedules
+    from recommender.target import parse_target
+    pointwise = _conv_bias_relu(ci=64, co=32, hw=7, kernel=1)
+    avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
+    assert flat_fits(pointwise, 16) and not flat_fits(pointwise, 8)
+    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=7, kernel=3), 16)  # padded
+    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, stride=2, kernel=1), 16)  # strided
+    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, kernel=1), 16)  # over half a vector wide
+    flat = rule_schedules(pointwise, [FlatTile(16, 1), FlatTile(8, 2)], lanes=16)
+    assert len(flat) == 2 and all("T.vectorized(16)" in s.mod.script() for s in flat)
+    scheds = tile_rule_schedules(pointwise, avx512)
+    assert len(scheds) == 4  # two column tiles, two flat ones
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 64, 7, 7), (32, 64, 1, 1), (1, 32, 1, 1))]
+
+    def run(m) -> np.ndarray:
+        out = tvm.runtime.tensor(np.full((1, 32, 7, 7), 7.0, "float32"))
+        tvm.compile(m, target=avx512)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+        return out.numpy()
+    expected = run(pointwise)
+    for r in scheds[2:]:
+        again = apply_replayed(r.trace_json, pointwise, avx512)
+        np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(run(again.mod), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_only_a_bare_same_shape_copy_counts_as_a_copy_to_inline():
     """A unary elementwise block reads one buffer of its output's shape too: it is not a copy to read through."""
     import tvm

@@ -72,3 +72,30 @@ def test_malformed_traces_are_refused_naming_the_instruction(path, value, messag
     check_trace(GOOD)
     with pytest.raises(MalformedTrace, match=message.replace("[", r"\[")):
         check_trace(_with(path, value))
+
+
+def test_layout_transforms_pass_with_an_index_map_and_are_refused_with_anything_else():
+    """The conv rule's flat tiles write TransformLayout and TransformBlockLayout, whose index maps TVM keeps as
+    JSON graphs in the trace: one of a tirx.IndexMap passes; other JSON, a graph of something else, or a
+    padding value is refused before TVM parses it."""
+    from tvm import tirx
+    from tvm.ir import save_json
+    index_map = save_json(tirx.IndexMap.from_func(lambda n, c, h, w: (n, c, h * 7 + w)))
+    other = save_json(tirx.IntImm("int32", 3))
+    trace = [[["GetSBlock", [], ["C", "main"], ["b0"]],
+              ["TransformLayout", ["b0", index_map], [0, 1, None, 0], []],
+              ["TransformBlockLayout", ["b0"], [index_map], []]], []]
+    check_trace(trace)
+    for bad, message in ((other, "is not an index map"), ("{", "is not an index map"), ("x" * 30000, "not an index map")):
+        broken = json.loads(json.dumps(trace))
+        broken[0][1][1][1] = bad
+        with pytest.raises(MalformedTrace, match=f"instruction 1: TransformLayout: input .* {message}"):
+            check_trace(broken)
+    broken = json.loads(json.dumps(trace))
+    broken[0][2][2] = [other]
+    with pytest.raises(MalformedTrace, match="instruction 2: TransformBlockLayout: bad attribute"):
+        check_trace(broken)
+    broken = json.loads(json.dumps(trace))
+    broken[0][1][2][2] = 0.0
+    with pytest.raises(MalformedTrace, match="instruction 1: TransformLayout: bad attribute 0.0"):
+        check_trace(broken)
