@@ -199,17 +199,18 @@ class Measurer:
         with exclusive("timing a kernel"):
             return self._timed("time", payload, s.run_timeout_s)
 
-    def _timed(self, op: str, payload: dict, timeout: float) -> MeasureResult:
+    def _timed(self, op: str, payload: dict, timeout: float, retry_contended: bool = True) -> MeasureResult:
         """Run a timing request in the timing worker; failures become results with their reason. A timing
         that another process spoiled (it stalled for a CPU, contention.py) is timed again, up to
-        contention.RETRIES times; the last is kept with its stall share, and the first such stall is told."""
-        for attempt in range(contention.RETRIES + 1):
+        contention.RETRIES times (unless `retry_contended` is False); the last is kept with its stall share,
+        and the first such stall is told."""
+        for attempt in range(contention.RETRIES + 1 if retry_contended else 1):
             with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
             result.stall_share = watch.share
             if not (result.ok and contention.spoiled(watch.share)):
                 return result
-            if attempt == contention.RETRIES:
+            if attempt == contention.RETRIES or not retry_contended:
                 self.stats["kept_contended"] += 1
                 return result
             if not self.stats["timed_again_contended"]:
@@ -311,8 +312,10 @@ class Measurer:
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
+        # never timed again: a whole model is timed beside PyTorch and ONNX Runtime (latency_table, --baselines),
+        # whose timers know nothing of stalls; its stall share is kept
         with exclusive("timing a model"):
-            return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
+            return self._timed("time_model", payload, max(s.run_timeout_s, 600.0), retry_contended=False)
 
     def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
