@@ -173,7 +173,8 @@ def test_a_timing_beside_a_busy_process_is_timed_again_and_kept_with_its_stall_s
         pytest.skip("no CPU pressure information (PSI) on this machine")
     with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=20)) as m:
         (quiet,) = m.measure([as_mod(matmul64)])
-        assert quiet.ok and m.stats["timed_again_contended"] == 0
+        assert quiet.ok and not contention.spoiled(quiet.stall_share), quiet.stall_share
+        before = dict(m.stats)  # a noisy machine may have retried the quiet one already
         hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
         try:
             (busy,) = m.measure([as_mod(matmul64)])
@@ -181,4 +182,5 @@ def test_a_timing_beside_a_busy_process_is_timed_again_and_kept_with_its_stall_s
             for h in hogs:
                 h.kill()
         assert busy.ok and contention.spoiled(busy.stall_share), busy.stall_share
-        assert m.stats["timed_again_contended"] == contention.RETRIES and m.stats["kept_contended"] == 1
+        assert m.stats["timed_again_contended"] - before["timed_again_contended"] == contention.RETRIES
+        assert m.stats["kept_contended"] - before["kept_contended"] == 1

@@ -203,7 +203,10 @@ class Measurer:
         """Run a timing request in the timing worker; failures become results with their reason. A timing
         that another process spoiled (it stalled for a CPU, contention.py) is timed again, up to
         contention.RETRIES times (unless `retry_contended` is False); the last is kept with its stall share,
-        and the first such stall is told."""
+        and the first such stall is told. Through RPC this machine's stalls say nothing of the board's, and the
+        board keeps no artifact for a second try: never timed again there, no stall share."""
+        if self.rpc is not None:
+            return self._timed_once(op, payload, timeout)
         for attempt in range(contention.RETRIES + 1 if retry_contended else 1):
             with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
