@@ -45,16 +45,16 @@ def build(model, target, database: Path, out: str) -> str:
 def profile(lib_path: str, inputs: list[tuple[list[int], str]], iters: int
             ) -> tuple[dict[str, list[float]], list[float], list[float]]:
     """(per VM call symbol: the seconds of each of its calls over `iters` instrumented runs; the instrumented
-    runs' totals; as many uninstrumented runs' totals), inputs uniform in [-1, 1]. Two VMs over the one
+    runs' totals; as many uninstrumented runs' totals), on the timing worker's inputs. Two VMs over the one
     library, one instrumented, run in turn, so that a slow spell of the machine spoils both alike."""
-    import numpy as np
     import tvm
     from tvm import relax
+    from recommender.measure.worker import _random_args
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_path)
     plain_vm, timed_vm = relax.VirtualMachine(lib, dev), relax.VirtualMachine(lib, dev)
-    rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.uniform(-1, 1, size=[int(d) for d in s]).astype(d), dev) for s, d in inputs]
+    # the inputs the latency table's timing worker feeds the model (uniform floats, zeros for integers)
+    args = _random_args([[[int(d) for d in s], d] for s, d in inputs], 0, dev)
     for vm in (plain_vm, timed_vm):
         for _ in range(3):
             vm["main"](*args)
@@ -85,18 +85,12 @@ def onnxruntime_profile(name: str, threads: int, iters: int) -> dict:
     Runtime's profiler: the median run, and per node its op, output shape and median microseconds, the
     heaviest first."""
     import json
-    import onnxruntime as ort
-    import torch
+    from recommender.baselines import export_onnx, onnxruntime_session
     from recommender.zoo import build_zoo_model
     model, args = build_zoo_model(name)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(model, args, path, dynamo=False, input_names=[f"input{i}" for i in range(len(args))])
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        opts.enable_profiling, opts.profile_file_prefix = True, os.path.join(tmp, "ort")
-        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        path = export_onnx(model, args, os.path.join(tmp, "model.onnx"))
+        sess = onnxruntime_session(path, threads, profile_prefix=os.path.join(tmp, "ort"))
         feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
         for _ in range(3):
             sess.run(None, feeds)

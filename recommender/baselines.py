@@ -42,23 +42,35 @@ def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], li
 def onnxruntime_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
     """The model exported to ONNX (TorchScript exporter) in an ONNX Runtime CPU session with `threads`
     intra-op threads: timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
-    import torch
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.onnx")
-        names = [f"input{i}" for i in range(len(args))]
-        with torch.no_grad():
-            torch.onnx.export(model, args, path, dynamo=False, input_names=names)
+        path = export_onnx(model, args, os.path.join(tmp, "model.onnx"))
         return onnx_file_timer(path, [a.numpy() for a in args], threads)
+
+
+def export_onnx(model, args: tuple, path: str) -> str:
+    """The model exported to `path` with the TorchScript exporter, inputs named input0, input1, ...: `path`."""
+    import torch
+    with torch.no_grad():
+        torch.onnx.export(model, args, path, dynamo=False, input_names=[f"input{i}" for i in range(len(args))])
+    return path
+
+
+def onnxruntime_session(path: str, threads: int, profile_prefix: str | None = None) -> object:
+    """An ONNX Runtime CPU session of the file with `threads` intra-op threads (one inter-op thread); with
+    `profile_prefix`, ONNX Runtime's profiler on, writing there."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    if profile_prefix is not None:
+        opts.enable_profiling, opts.profile_file_prefix = True, profile_prefix
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
 def onnx_file_timer(path: str, inputs: list, threads: int) -> Callable[[int, float], list[float]]:
     """An ONNX file in an ONNX Runtime CPU session with `threads` intra-op threads, fed `inputs` (arrays, in
     the order of the file's inputs): timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    sess = onnxruntime_session(path, threads)
     feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
     return lambda repeat, min_repeat_s: _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s)
 

@@ -205,12 +205,17 @@ def _column_stride_fits(block: object) -> bool:
     return int(coeffs[0].value) in (1, 2) and int(coeffs[1].value) == 1
 
 
-def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -> None:
-    tc, th, tw = tile
+def _around_conv(sch: object) -> tuple[object, list, list]:
+    """The conv block, the root blocks before it (its input's padding or copy) and those after it (epilogue)."""
     conv = _conv_block(sch)
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(conv))))
-    producers, consumers = blocks[:at], blocks[at + 1:]
+    return conv, blocks[:at], blocks[at + 1:]
+
+
+def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -> None:
+    tc, th, tw = tile
+    conv, producers, consumers = _around_conv(sch)
     # a last block that pads the output for the next conv (Relax fuses the padding into this kernel) stays at
     # the root, over the whole padded map: computed per tile, it would leave the border unwritten
     padding = consumers[-1:] if consumers and _pads_output(sch, consumers[-1], conv) else []
@@ -245,10 +250,7 @@ def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     """A flat tile: the input copied with the map's positions flat and padded with zeros to whole vectors of the
     tile, `channels` x `vectors` accumulators of `lanes` positions over the whole reduction, the output cropped
     back to rows and columns by the epilogue (at the root)."""
-    conv = _conv_block(sch)
-    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
-    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(conv))))
-    producers, consumers = blocks[:at], blocks[at + 1:]
+    conv, producers, consumers = _around_conv(sch)
     for b in producers:  # Relax's pad_temp of an unpadded conv: a copy, read in place
         if not _copies(sch, b):
             raise ValueError("a flat tile needs an unpadded conv")

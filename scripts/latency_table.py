@@ -159,7 +159,8 @@ def main() -> None:
     done = set() if args.redo else set(table)  # redone rows replace the old ones one by one: a stop loses none
     folders = [f for kind in ("bank", "reference") if (root / kind).is_dir() for f in bank_models(root / kind)]
     wanted = [m for m in args.models.split(",") if m]
-    names = {f: read_meta(f)["model"] for f in folders}
+    metas = {f: read_meta(f) for f in folders}
+    names = {f: m["model"] for f, m in metas.items()}
     unknown = sorted(set(wanted) - set(names.values()))
     if unknown:
         raise SchedrecError(f"no bank or reference model {', '.join(unknown)} for {target.key}")
@@ -167,7 +168,7 @@ def main() -> None:
         folders = sorted((f for f in folders if names[f] in wanted), key=lambda f: wanted.index(names[f]))
     elif args.heldout:  # only the held-out rows asked for
         folders = []
-    rows = [(names[f], read_meta(f)["spec"], f) for f in folders]
+    rows = [(names[f], metas[f]["spec"], f) for f in folders]
     rows += [(name, f"zoo:{name}", None) for name in heldout_models(args.heldout, set(names.values()))]
     cores = int(target.config.get("num-cores", 1))
     settings = MeasureSettings(repeat=REPEAT, min_repeat_ms=round(MIN_REPEAT_S * 1000), fast_math=not args.exact_math)
@@ -185,7 +186,7 @@ def main() -> None:
             model = import_model(spec, target.tvm())
             inputs = list(zip(model.input_shapes, model.input_dtypes))
             row = {"kind": folder.parent.name if folder else "held-out",
-                   "tuned_kernels": sum(k["tuned"] for k in read_meta(folder)["kernels"].values()) if folder else None,
+                   "tuned_kernels": sum(k["tuned"] for k in metas[folder]["kernels"].values()) if folder else None,
                    "target": target.config, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d"),
                    "threads": {"tvm": cores, "pytorch": cores, "onnxruntime": cores}, "fast_math": settings.fast_math}
             untuned = measurer.measure_model(model.mod, inputs, settings=untuned_settings)

@@ -185,8 +185,7 @@ def latency_summary(lat: dict) -> str:
     ort = [r for r in lat.values() if r.get("schedrec_ms") and r.get("onnxruntime_ms")]
     if not both:
         return "No row has schedrec's output yet."
-    beats = sum(r["schedrec_ms"] < r["pytorch_ms"] for r in both)
-    near = sum(r["schedrec_ms"] <= 1.5 * r["onnxruntime_ms"] for r in ort)
+    beats, near = _beats(both), _near_ort(ort)
     with_own = [r for r in both if r.get("tvm_tuned_ms")]
     own = sum(r["schedrec_ms"] < r["tvm_tuned_ms"] for r in with_own)
     text = (f"schedrec's output is faster than PyTorch eager on {beats} of {len(both)} models, within 1.5x of ONNX "
@@ -195,9 +194,8 @@ def latency_summary(lat: dict) -> str:
     held = [r for r in both if r.get("kind") == "held-out"]
     if held:
         held_ort = [r for r in held if r.get("onnxruntime_ms")]
-        text += (f" Held-out rows alone: faster than PyTorch on {sum(r['schedrec_ms'] < r['pytorch_ms'] for r in held)}"
-                 f" of {len(held)}, within 1.5x of ONNX Runtime on "
-                 f"{sum(r['schedrec_ms'] <= 1.5 * r['onnxruntime_ms'] for r in held_ort)} of {len(held_ort)}.")
+        text += (f" Held-out rows alone: faster than PyTorch on {_beats(held)} of {len(held)}, within 1.5x of ONNX "
+                 f"Runtime on {_near_ort(held_ort)} of {len(held_ort)}.")
     ruled = {n: r["schedrec"]["flop_share_chosen_rule"] for n, r in lat.items()
              if "flop_share_chosen_rule" in (r.get("schedrec") or {})}
     if ruled:
@@ -205,6 +203,16 @@ def latency_summary(lat: dict) -> str:
         text += (f" Share of the FLOPs whose chosen schedule a rule built (the conv, matmul and loop rules), on the "
                  f"{len(ruled)} rows searched since the runs recorded it: {shares}.")
     return text
+
+
+def _beats(rows: list[dict]) -> int:
+    """How many of the rows (each with both columns) have schedrec's output faster than PyTorch eager."""
+    return sum(r["schedrec_ms"] < r["pytorch_ms"] for r in rows)
+
+
+def _near_ort(rows: list[dict]) -> int:
+    """How many of the rows (each with both columns) have schedrec's output within 1.5x of ONNX Runtime."""
+    return sum(r["schedrec_ms"] <= 1.5 * r["onnxruntime_ms"] for r in rows)
 
 
 def _measured_with(lat: dict, target: object) -> str:
