@@ -50,19 +50,21 @@ ONE_ROW_SHAPES = {8: (), 16: ((16, 1), (8, 1))}
 # above PyTorch on 15 of 16
 # (benchmarks/results/llvm-znver4-2c/conv_rules.depthwise_conv2d.md)
 DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in (8, 16)}
-# (channels, vectors) of a flat tile, preferred first: a 1x1 conv on a map at most half a vector wide (7x7 with
-# AVX-512's 16 lanes: 7-wide vectors fill 44% of each register) computed over the map's positions flattened,
-# padded up to whole vectors (49 -> 64: 77%), the input copied flat and the output cropped. On the 8 heaviest
-# 7x7 1x1 convs of mnasnet1_0, resnet50 and mobilenet_v2 (llvm-znver4-2c) a flat tile was the fastest tile on 5,
-# e.g. 147.5 against 110.4 GFLOP/s for the latency run's best on mnasnet1_0's 192 -> 1152, and resnet50's
-# 2048 -> 512 at 84.3 where column tiles reached 31-34 (benchmarks/results/llvm-znver4-2c/conv_rules.flat.md).
-# AVX2's 8 lanes fit 7 columns well: none there
+# (channels, vectors) of a flat tile, preferred first: a conv whose output map is at most half a vector wide (7x7
+# with AVX-512's 16 lanes: 7-wide vectors fill 44% of each register), or of stride 2, computed over the map's
+# positions flattened and padded up to whole vectors (49 -> 64: 77%), its input gathered into one row per input
+# channel and filter tap (im2col; the padding and the stride resolved there) and the output cropped. On the 8
+# heaviest 7x7 1x1 convs of mnasnet1_0, resnet50 and mobilenet_v2 (llvm-znver4-2c) a flat tile was the fastest
+# tile on 5, e.g. 147.5 against 110.4 GFLOP/s for the latency run's best on mnasnet1_0's 192 -> 1152, and
+# resnet50's 2048 -> 512 at 84.3 where column tiles reached 31-34 (benchmarks/results/llvm-znver4-2c/
+# conv_rules.flat.md); on resnet50's 3x3 convs at 7x7 and its stride-2 convs, 104-151 against 81-111 for the best
+# column tile (conv_rules.flat.md again). AVX2's 8 lanes fit 7 columns well: none there
 FLAT_SHAPES = {8: (), 16: ((16, 1), (8, 2), (4, 4))}
-FLAT_TILES = 2  # the first this many FLAT_SHAPES that divide the channels
+FLAT_TILES = 3  # the first this many FLAT_SHAPES that divide the channels
 
 
 class FlatTile(NamedTuple):
-    """A register tile over a 1x1 conv's flattened map: `channels` x `vectors` vectors of the target's lanes."""
+    """A register tile over a conv's flattened map: `channels` x `vectors` vectors of the target's lanes."""
     channels: int
     vectors: int
 
@@ -110,18 +112,15 @@ def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
 
 
 def flat_fits(mod: object, lanes: int) -> bool:
-    """Whether flat tiles apply: an ungrouped 1x1 conv of stride 1, unpadded, on a map at most half a vector wide
-    (on 14x14 maps a 14-wide column tile won on all 12 convs probed)."""
+    """Whether flat tiles apply: an ungrouped conv (any filter size or padding the rule takes) on a map at most
+    half a vector wide, or of stride 2 (the gather makes its strided reads contiguous). A stride-1 conv on a wider
+    map gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed."""
     from tvm.s_tir import Schedule
     extents = block_extents(mod, _conv_block)
-    if (not FLAT_SHAPES.get(lanes) or extents is None or extents[5:] != [1, 1] or 2 * extents[3] > lanes
-            or _groups(mod) != 1):
+    if not FLAT_SHAPES.get(lanes) or extents is None or _groups(mod) != 1:
         return False
     sch = Schedule(mod)
-    block = sch.get(_conv_block(sch))
-    data = block.reads[0].source
-    # unpadded: the conv reads its input (or a same-shape copy of it) at the output's own rows and columns
-    return [int(d) for d in data.shape[2:]] == extents[2:4]
+    return 2 * extents[3] <= lanes or _column_stride(sch.get(_conv_block(sch))) == 2
 
 
 def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
@@ -194,15 +193,20 @@ def _column_stride_fits(block: object) -> bool:
     columns then loads one input row contiguously, or, at stride 2, every other float of two vectors, which
     LLVM shuffles out without a gather (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
     under the rule, against 22-108 with the donors the ranker picked; output-checked)."""
+    return _column_stride(block) in (1, 2)
+
+
+def _column_stride(block: object) -> int | None:
+    """s where the conv reads its input at column s * xx + rx (no dilation), else None."""
     xx, rx = block.iter_vars[3].var, block.iter_vars[6].var
     if len(block.reads) != 2 or len(block.reads[0].region) != 4:
-        return False
+        return None
     data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw reads them
     from tvm.sym.pattern import detect_linear_equation
     coeffs = detect_linear_equation(data.region[3].min, [xx, rx])  # [per xx, per rx, constant]
-    if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]):
-        return False
-    return int(coeffs[0].value) in (1, 2) and int(coeffs[1].value) == 1
+    if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]) or int(coeffs[1].value) != 1:
+        return None
+    return int(coeffs[0].value)
 
 
 def _around_conv(sch: object) -> tuple[object, list, list]:
@@ -247,14 +251,11 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -
 
 
 def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
-    """A flat tile: the input copied with the map's positions flat and padded with zeros to whole vectors of the
-    tile, `channels` x `vectors` accumulators of `lanes` positions over the whole reduction, the output cropped
-    back to rows and columns by the epilogue (at the root)."""
+    """A flat tile: the conv's input gathered into columns (`reindex`: one row per input channel and filter tap,
+    the map's positions flat along it, padded with zeros to whole vectors of the tile; the input's own padding
+    and a stride resolved in the gather), `channels` x `vectors` accumulators of `lanes` positions over the whole
+    reduction, the output cropped back to rows and columns by the epilogue (at the root)."""
     conv, producers, consumers = _around_conv(sch)
-    for b in producers:  # Relax's pad_temp of an unpadded conv: a copy, read in place
-        if not _copies(sch, b):
-            raise ValueError("a flat tile needs an unpadded conv")
-        sch.compute_inline(b)
     for b in consumers[:-1]:
         sch.compute_inline(b)
     if not consumers:  # the conv writes the kernel's output: accumulate into a buffer of the kernel's own
@@ -262,14 +263,21 @@ def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     _, _, height, width, _, _, _ = (_extent(sch, lp) for lp in sch.get_loops(conv))
     positions = height * width
     step = lanes * tile.vectors
-    flat = lambda n, c, h, w: (n, c, h * width + w)  # noqa: E731
-    copy = sch.cache_read(conv, 0, "global")
-    sch.transform_layout(copy, ("write", 0), flat)
-    sch.transform_layout(conv, ("write", 0), flat)
+    columns = sch.reindex(conv, ("read", 0))  # (n, h, w, rc[, ry, rx]): a 1x1 conv's unit taps drop out
+    for b in producers:  # the input's padding (or Relax's copy of an unpadded input) read in the gather
+        sch.compute_inline(b)
+    if len(sch.get(columns).writes[0].source.shape) == 6:
+        gathered = lambda n, h, w, rc, ry, rx: (n, rc, ry, rx, h * width + w)  # noqa: E731
+    else:
+        gathered = lambda n, h, w, rc: (n, rc, h * width + w)  # noqa: E731
+    sch.transform_layout(columns, ("write", 0), gathered)
+    sch.transform_block_layout(columns, gathered)
+    sch.transform_layout(conv, ("write", 0), lambda n, c, h, w: (n, c, h * width + w))
     sch.transform_block_layout(conv, lambda n, c, h, w, rc, ry, rx: (n, c, h * width + w, rc, ry, rx))
     name = sch.get(conv).name_hint
     sch.pad_einsum(conv, [1, 1, -(-positions // step) * step, 1, 1, 1])
     conv = sch.get_sblock(name)
+    sch.compute_inline(columns)  # gathered straight into the zero-padded copy pad_einsum made
     n, co, p, rc, ry, rx = sch.get_loops(conv)
     co_o, co_i = sch.split(co, [None, tile.channels])
     p_o, p_v, p_i = sch.split(p, [None, tile.vectors, lanes])
@@ -279,7 +287,7 @@ def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     sch.unroll(p_v)
     sch.vectorize(p_i)
     sch.decompose_reduction(conv, rc)
-    for b in sch.get_child_blocks(sch.get_sblock("root")):  # the copies, the crop and the epilogue
+    for b in sch.get_child_blocks(sch.get_sblock("root")):  # the gather, the crop and the epilogue
         if not sch.get(b).same_as(sch.get(conv)) and not sch.get(b).name_hint.endswith("_init"):
             _parallel_root(sch, b)
 
