@@ -51,6 +51,7 @@ _SCHEMA: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], Any, str 
     # the conv rule's flat tiles: buffer index, read (0) or write (1), padding value, assume injective
     "TransformLayout": (("B", "M"), None, ("i", "i", "p", "i"), 0, None),
     "TransformBlockLayout": (("B",), None, ("m",), 0, None),
+    "ReIndex": (("B",), None, ("i", "i"), 1, "B"),  # the flat tiles' gather: buffer index, read (0) or write (1)
     "EnterPostproc": ((), None, (), 0, None),
 }
 _SAMPLING = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
