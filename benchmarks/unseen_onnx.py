@@ -48,7 +48,7 @@ def build(name: str):
 
 def time_side_by_side(spec: str, database: Path, torch_model, torch_args: tuple, target, cores: int) -> dict:
     """Medians (ms) and round medians of schedrec's build, ONNX Runtime and PyTorch eager, interleaved."""
-    from recommender.baselines import interleaved, median, onnx_file_timer, pytorch_timer
+    from recommender.baselines import interleaved, median, onnx_file_timer, pytorch_timer, worst_stalls
     from recommender.measure import MeasureSettings, Measurer
     from recommender.model_import import import_model, split_spec
     from scripts.latency_table import MIN_REPEAT_S, REPEAT, ROUNDS, seconds_timer, tvm_timer
@@ -65,8 +65,9 @@ def time_side_by_side(spec: str, database: Path, torch_model, torch_args: tuple,
             timers["schedrec"] = tvm_timer(measurer, built.path, inputs)
         else:
             row["errors"]["schedrec"] = built.error[:300]
-        costs, failed = interleaved(timers, ROUNDS)
+        costs, failed, stalls = interleaved(timers, ROUNDS)
     row["errors"].update(failed)
+    row["stall_share"] = worst_stalls(stalls)
     for column, rounds in costs.items():
         if rounds and column not in failed:
             row[f"{column}_ms"] = round(median([c for r in rounds for c in r]) * 1e3, 3)

@@ -7,6 +7,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from .measure.contention import StallWatch
 from .measure.host_lock import exclusive
 
 
@@ -83,15 +84,18 @@ def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repe
     return onnxruntime_timer(model, args, threads)(repeat, min_repeat_s)
 
 
-def interleaved(timers: dict[str, Callable[[], list[float]]],
-                rounds: int) -> tuple[dict[str, list[list[float]]], dict[str, str]]:
+def interleaved(timers: dict[str, Callable[[], list[float]]], rounds: int
+                ) -> tuple[dict[str, list[list[float]]], dict[str, str], dict[str, list[float | None]]]:
     """Time several ways of running one model side by side: `rounds` rounds, each calling every timer once
     (seconds per repeat), the order rotated from round to round so that none always runs first or after the
     same neighbour; a machine that slows down for a while slows every column alike. Answers, per timer, its
-    costs round by round, and the first line of the error of each timer that raised (not called again).
+    costs round by round, the first line of the error of each timer that raised (not called again), and per
+    timer the share of each round's call in which a task of this machine waited for a CPU
+    (measure/contention.py; None without PSI): a slow round with no stall was slowed from outside the machine.
     The rounds hold the machine's measurement lock (measure/host_lock.py) from the first to the last."""
     names = list(timers)
     costs: dict[str, list[list[float]]] = {n: [] for n in names}
+    stalls: dict[str, list[float | None]] = {n: [] for n in names}
     errors: dict[str, str] = {}
     with exclusive("timing side by side"):
         for r in range(rounds):
@@ -99,10 +103,18 @@ def interleaved(timers: dict[str, Callable[[], list[float]]],
                 if name in errors:
                     continue
                 try:
-                    costs[name].append(list(timers[name]()))
+                    with StallWatch() as watch:
+                        timed = list(timers[name]())
+                    costs[name].append(timed)
+                    stalls[name].append(watch.share)
                 except Exception as err:  # one column failing leaves the others their rounds
                     errors[name] = (str(err).splitlines() or [type(err).__name__])[0][:300]
-    return costs, errors
+    return costs, errors, stalls
+
+
+def worst_stalls(stalls: dict[str, list[float | None]]) -> dict[str, float]:
+    """Per timer, the largest stall share of its rounds (rounded to 0.1%), timers without PSI figures left out."""
+    return {n: round(max(v), 3) for n, shares in stalls.items() if (v := [x for x in shares if x is not None])}
 
 
 def median(costs: list[float]) -> float:

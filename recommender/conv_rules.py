@@ -57,10 +57,17 @@ DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in
 # heaviest 7x7 1x1 convs of mnasnet1_0, resnet50 and mobilenet_v2 (llvm-znver4-2c) a flat tile was the fastest
 # tile on 5, e.g. 147.5 against 110.4 GFLOP/s for the latency run's best on mnasnet1_0's 192 -> 1152, and
 # resnet50's 2048 -> 512 at 84.3 where column tiles reached 31-34 (benchmarks/results/llvm-znver4-2c/
-# conv_rules.flat.md); on resnet50's 3x3 convs at 7x7 and its stride-2 convs, 104-151 against 81-111 for the best
-# column tile (conv_rules.flat.md again). AVX2's 8 lanes fit 7 columns well: none there
+# conv_rules.flat-pointwise.md). Gathered, on resnet50's seven convs onto 7x7 maps or (stride 2) onto 14x14, a flat
+# tile beat every column tile, e.g. 99.2 against 50.2 GFLOP/s on its 512 -> 512 3x3 conv at 7x7 and 109.1
+# against 60.3 on its 1024 -> 2048 stride-2 1x1 conv (conv_rules.flat.md, a noisy hour: compare within a row).
+# AVX2's 8 lanes fit 7 columns well: none there
 FLAT_SHAPES = {8: (), 16: ((16, 1), (8, 2), (4, 4))}
 FLAT_TILES = 3  # the first this many FLAT_SHAPES that divide the channels
+# a flat tile reads one gathered row per input channel and tap at each of its positions: rows of 784 positions
+# (a stride-2 conv onto 28x28) lie 3 KB apart, and resnet50's 128 -> 128 3x3 conv fell to 5-8 GFLOP/s under
+# 16 x 1 and 8 x 2 where column tiles reach 95, its 3 -> 64 stem (112x112) to 5-8 against 64; onto 14x14
+# (196 positions) flat tiles won (conv_rules.flat.md)
+FLAT_MAX_POSITIONS = 256
 
 
 class FlatTile(NamedTuple):
@@ -113,14 +120,16 @@ def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
 
 def flat_fits(mod: object, lanes: int) -> bool:
     """Whether flat tiles apply: an ungrouped conv (any filter size or padding the rule takes) on a map at most
-    half a vector wide, or of stride 2 (the gather makes its strided reads contiguous). A stride-1 conv on a wider
-    map gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed."""
+    half a vector wide, or of stride 2 (the gather makes its strided reads contiguous) onto at most
+    FLAT_MAX_POSITIONS positions. A stride-1 conv on a wider map gets none: on 14x14 maps a 14-wide column tile
+    won on all 12 1x1 convs probed."""
     from tvm.s_tir import Schedule
     extents = block_extents(mod, _conv_block)
     if not FLAT_SHAPES.get(lanes) or extents is None or _groups(mod) != 1:
         return False
     sch = Schedule(mod)
-    return 2 * extents[3] <= lanes or _column_stride(sch.get(_conv_block(sch))) == 2
+    return 2 * extents[3] <= lanes or (_column_stride(sch.get(_conv_block(sch))) == 2
+                                       and extents[2] * extents[3] <= FLAT_MAX_POSITIONS)
 
 
 def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
-from recommender.baselines import interleaved, median, onnxruntime_timer, pytorch_timer
+from recommender.baselines import interleaved, median, onnxruntime_timer, pytorch_timer, worst_stalls
 from recommender.errors import SchedrecError, run_script
 from recommender.fileio import atomic_write_json, display_path, read_json
 from recommender.measure import MeasureSettings, Measurer
@@ -212,8 +212,9 @@ def main() -> None:
                         timers["onnxruntime"] = seconds_timer(onnxruntime_timer(torch_model, torch_args, cores))
                     except Exception as err:  # an export the ONNX exporter cannot do
                         row["errors"]["onnxruntime"] = str(err).splitlines()[0][:300]
-                costs, failed = interleaved(timers, ROUNDS)
+                costs, failed, stalls = interleaved(timers, ROUNDS)
                 row["errors"].update(failed)
+                row["stall_share"] = worst_stalls(stalls)
             timed = list(libraries) + (
                 ["pytorch", "onnxruntime"] if name in ZOO else [])
             for column in timed:

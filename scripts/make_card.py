@@ -11,8 +11,11 @@ from recommender.bank import bank_models, read_meta, repo_models_dir
 from recommender.bank_info import model_summary
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_text, read_json
+from recommender.measure.contention import spoiled
 from recommender.target import cpu_name, native_target, parse_target
 from training.report import rankers_markdown
+
+MAX_DRIFT = 1.5  # a latency row whose columns moved more than this between rounds gets a caveat on the card
 
 
 def _fmt(x: object) -> str:
@@ -121,7 +124,7 @@ def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
                      f"{_fmt(r.get('pytorch_ms'))} | {_fmt(r.get('onnxruntime_ms'))} | "
                      f"{_ratio(r.get('schedrec_ms'), r.get('pytorch_ms'))} | "
                      f"{_ratio(r.get('schedrec_ms'), r.get('onnxruntime_ms'))} | {_drift(r)} |")
-    caveats = [f"- {name}: {r['caveat']}" for name, r in lat.items() if r.get("caveat")]
+    caveats = [f"- {name}: {text}" for name, r in lat.items() if (text := caveat(r))]
     return lines + ([""] + caveats if caveats else [])
 
 
@@ -170,8 +173,29 @@ def _rounds_text(timing: dict | None) -> str:
 
 
 def _drift(r: dict) -> str:
+    drift = drift_ratio(r)
+    return "-" if drift is None else f"{drift:.2f}x"
+
+
+def drift_ratio(r: dict) -> float | None:
+    """The largest ratio of a column's slowest round to its fastest in a latency row (None without rounds)."""
     rounds = [v for v in (r.get("round_medians_ms") or {}).values() if v and min(v) > 0]
-    return f"{max(max(v) / min(v) for v in rounds):.2f}x" if rounds else "-"
+    return max(max(v) / min(v) for v in rounds) if rounds else None
+
+
+def caveat(r: dict) -> str | None:
+    """What spoils a latency row, if anything: the caveat written into it, else a drift over MAX_DRIFT, with its
+    cause where the row kept its CPU stall shares (another process on this machine, or the host outside it)."""
+    drift = drift_ratio(r)
+    if r.get("caveat") or drift is None or drift <= MAX_DRIFT:
+        return r.get("caveat")
+    stalls = (r.get("stall_share") or {}).values()
+    worst = max(stalls, default=None)
+    cause = ("" if worst is None else f"; another process took the CPU (up to {worst:.0%} of a round stalled)"
+             if spoiled(worst) else f"; no process of this machine waited for a CPU (stalls up to {worst:.1%}): "
+             "the host slowed it")
+    return (f"timed on {r.get('date')} while the machine's speed moved by up to {drift:.2f}x within the row{cause}: "
+            "redo with --redo on a steadier machine")
 
 
 def _k(lat: dict) -> str:

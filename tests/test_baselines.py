@@ -35,8 +35,40 @@ def test_interleaved_rounds_rotate_the_order_and_keep_a_failing_column_apart():
                 raise RuntimeError(f"{name} crashed\nC++ trace")
             return [float(len(calls))]
         return run
-    costs, errors = interleaved({"a": timer("a"), "b": timer("b"), "c": timer("c", fails_at=2)}, rounds=3)
+    costs, errors, stalls = interleaved({"a": timer("a"), "b": timer("b"), "c": timer("c", fails_at=2)}, rounds=3)
     # round 1: a b c; round 2 starts one further: b c(raises) a; round 3: c is left out: a b
     assert calls == ["a", "b", "c", "b", "c", "a", "a", "b"]
     assert costs == {"a": [[1.0], [6.0], [7.0]], "b": [[2.0], [4.0], [8.0]], "c": [[3.0]]}
     assert errors == {"c": "c crashed"}
+
+
+def test_interleaved_keeps_the_cpu_stall_share_of_every_round():
+    """A column timed while more tasks want the CPU than it has (busy loops on every core, and its own) shows
+    the stall in its share; a column that sleeps waits for no CPU of its own. worst_stalls keeps the largest."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from recommender.baselines import worst_stalls
+    from recommender.measure.contention import MAX_STALL_SHARE, stalled_us
+    if stalled_us() is None:
+        pytest.skip("this kernel has no CPU pressure stall information")
+
+    def crowded() -> list[float]:
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+        try:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.6:
+                pass
+        finally:
+            for p in busy:
+                p.kill()
+                p.wait()
+        return [0.6]
+
+    costs, errors, stalls = interleaved({"crowded": crowded, "quiet": lambda: [time.sleep(0.3) or 0.3]}, rounds=2)
+    assert not errors and len(stalls["crowded"]) == len(stalls["quiet"]) == 2
+    worst = worst_stalls(stalls)
+    assert worst["crowded"] > MAX_STALL_SHARE, stalls
+    assert worst_stalls({"a": [None, None], "b": [0.01234, None]}) == {"b": 0.012}

@@ -140,32 +140,55 @@ def test_a_conv_whose_epilogue_pads_the_output_keeps_the_padding_at_the_root_and
 def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_from_their_trace():
     """A 1x1 conv on a map narrower than a vector also gets flat tiles (the map's 49 positions padded to 64,
     whole vectors of 16 lanes): checked against the unscheduled conv, and rebuilt from the trace the database
-    keeps; none on AVX2 (7 columns fill 8 lanes well), none for a padded or strided conv."""
-    import numpy as np
-    import tvm
+    keeps; none on AVX2 (7 columns fill 8 lanes well), none for a stride-1 conv on a wider map."""
     from recommender.conv_rules import FlatTile, flat_fits, rule_schedules
     from recommender.replay import apply_replayed, tile_rule_schedules
     from recommender.target import parse_target
     pointwise = _conv_bias_relu(ci=64, co=32, hw=7, kernel=1)
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
     assert flat_fits(pointwise, 16) and not flat_fits(pointwise, 8)
-    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=7, kernel=3), 16)  # padded
-    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, stride=2, kernel=1), 16)  # strided
-    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, kernel=1), 16)  # over half a vector wide
+    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, kernel=1), 16)  # over half a vector wide, stride 1
+    assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=56, stride=2, kernel=3), 16)  # 28x28: rows too far apart
     flat = rule_schedules(pointwise, [FlatTile(16, 1), FlatTile(8, 2)], lanes=16)
     assert len(flat) == 2 and all("T.vectorized(16)" in s.mod.script() for s in flat)
     scheds = tile_rule_schedules(pointwise, avx512)
-    assert len(scheds) == 4  # two column tiles, two flat ones
+    assert len(scheds) == 5  # two column tiles, three flat ones
+    _check_against_the_unscheduled_conv(pointwise, scheds[2:], avx512, (64, 32, 7, 7, 1), apply_replayed)
+
+
+@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1)])
+def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace(hw, stride, kernel):
+    """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector) get flat
+    tiles too: the input gathered into one row per input channel and tap, zero padding and stride resolved in
+    the gather; output-checked against the unscheduled conv, border included, and rebuilt from the trace."""
+    from recommender.conv_rules import flat_fits
+    from recommender.replay import apply_replayed, tile_rule_schedules
+    from recommender.target import parse_target
+    mod = _conv_bias_relu(ci=32, co=32, hw=hw, stride=stride, kernel=kernel)
+    avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
+    assert flat_fits(mod, 16) and not flat_fits(mod, 8)
+    flat = [r for r in tile_rule_schedules(mod, avx512) if "ReIndex" in str(r.trace_json)]
+    assert len(flat) == 3  # FLAT_SHAPES[16]: 16 x 1, 8 x 2, 4 x 4
+    _check_against_the_unscheduled_conv(mod, flat, avx512, (32, 32, hw, hw // stride, kernel), apply_replayed)
+
+
+def _check_against_the_unscheduled_conv(mod, scheds, target, dims, apply_replayed) -> None:
+    """Every schedule's output, and that of its trace replayed on `mod`, equals the unscheduled conv's (the output
+    buffer starts full of sevens, so an element left unwritten shows); dims: (in channels, out channels, input
+    height and width, output height and width, filter size)."""
+    import numpy as np
+    import tvm
+    ci, co, hw, out_hw, kernel = dims
     rng = np.random.default_rng(0)
-    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 64, 7, 7), (32, 64, 1, 1), (1, 32, 1, 1))]
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, ci, hw, hw), (co, ci, kernel, kernel), (1, co, 1, 1))]
 
     def run(m) -> np.ndarray:
-        out = tvm.runtime.tensor(np.full((1, 32, 7, 7), 7.0, "float32"))
-        tvm.compile(m, target=avx512)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+        out = tvm.runtime.tensor(np.full((1, co, out_hw, out_hw), 7.0, "float32"))
+        tvm.compile(m, target=target)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
         return out.numpy()
-    expected = run(pointwise)
-    for r in scheds[2:]:
-        again = apply_replayed(r.trace_json, pointwise, avx512)
+    expected = run(mod)
+    for r in scheds:
+        again = apply_replayed(r.trace_json, mod, target)
         np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(run(again.mod), expected, rtol=1e-5, atol=1e-5)
 

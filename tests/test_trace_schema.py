@@ -75,7 +75,7 @@ def test_malformed_traces_are_refused_naming_the_instruction(path, value, messag
 
 
 def test_layout_transforms_pass_with_an_index_map_and_are_refused_with_anything_else():
-    """The conv rule's flat tiles write TransformLayout and TransformBlockLayout, whose index maps TVM keeps as
+    """The conv rule's flat tiles write ReIndex, TransformLayout and TransformBlockLayout, whose index maps TVM keeps as
     JSON graphs in the trace: one of a tirx.IndexMap passes; other JSON, a graph of something else, or a
     padding value is refused before TVM parses it."""
     from tvm import tirx
@@ -84,8 +84,14 @@ def test_layout_transforms_pass_with_an_index_map_and_are_refused_with_anything_
     other = save_json(tirx.IntImm("int32", 3))
     trace = [[["GetSBlock", [], ["C", "main"], ["b0"]],
               ["TransformLayout", ["b0", index_map], [0, 1, None, 0], []],
-              ["TransformBlockLayout", ["b0"], [index_map], []]], []]
+              ["TransformBlockLayout", ["b0"], [index_map], []],
+              ["ReIndex", ["b0"], [0, 0], ["b1"]]], []]
     check_trace(trace)
+    for attrs in ([0], [0, "read"]):  # ReIndex: buffer index and read/write, two integers
+        broken = json.loads(json.dumps(trace))
+        broken[0][3][2] = attrs
+        with pytest.raises(MalformedTrace, match="instruction 3: ReIndex"):
+            check_trace(broken)
     for bad, message in ((other, "is not an index map"), ("{", "is not an index map"), ("x" * 30000, "not an index map")):
         broken = json.loads(json.dumps(trace))
         broken[0][1][1][1] = bad
