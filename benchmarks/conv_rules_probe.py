@@ -92,6 +92,9 @@ def main() -> None:
                     help="only 1x1 convs that get flat tiles (maps narrower than a vector), their column and flat "
                          "tiles against the fastest schedule of any source the latency run measured; results to "
                          "conv_rules.flat.json and .md")
+    ap.add_argument("--stride-2-plain", action="store_true",
+                    help="conv rule: also measure each column tile of a stride-2 conv with its padded input in its own "
+                         "layout (tile label + 'plain'), beside the rule's even/odd columns apart")
     ap.add_argument("--padded", action="store_true",
                     help="only convs whose epilogue pads the output for the next conv (class ending +PadInput), "
                          "against the fastest schedule of any source the latency run measured; results to "
@@ -133,6 +136,11 @@ def main() -> None:
                 if args.flat:
                     tiles += rule.flat_tiles(shape[0], lanes)
                 scheds = rule.rule_schedules(k.mod, tiles)
+                if args.stride_2_plain and rule.is_stride_2(k.mod):
+                    columns = [t for t in tiles if not isinstance(t, rule.FlatTile)]
+                    plain = rule.rule_schedules(k.mod, columns, deinterleave=False)
+                    if len(plain) == len(columns) and len(scheds) == len(tiles):
+                        tiles, scheds = tiles + [(*t, "plain") for t in columns], scheds + plain
                 mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
                 trace, source = best_donor_trace(target.key, model, k.name, any_source=args.padded or args.flat)
                 donor = [apply_replayed(trace, k.mod, tt).mod] if trace else []
@@ -157,9 +165,12 @@ def main() -> None:
              f"{out['cpu']}, {threads} threads, {out['date']})", "",
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
              f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}"
-             f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}{' --flat' if args.flat else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}{' --flat' if args.flat else ''}"
+             f"{' --stride-2-plain' if args.stride_2_plain else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
              f"{out['peak_gflops']} GFLOP/s." + (" A tile of two numbers is a flat tile (channels, vectors of the "
-             "map's positions flattened)." if args.flat else ""), "",
+             "map's positions flattened)." if args.flat else "") + (" A tile ending in 'plain' is a column tile of a stride-2 conv "
+             "whose padded input keeps its own layout (the rule's keeps even and odd columns apart)."
+             if args.stride_2_plain else ""), "",
              f"| model | kernel | shapes | {'best of the latency run' if args.padded or args.flat else 'best donor'} GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:

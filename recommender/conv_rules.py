@@ -9,7 +9,11 @@ OIHW layout (no packing). Parallel over (batch, channel tile, row tile); the epi
 ReLU, residual add) computed per tile while it is in cache; padding materialized once at the root, the
 input's and, where Relax fused the next conv's padding into the epilogue, the output's (mobilenet_v2's expand
 convs: 37.5 -> 152.3 GFLOP/s on 16 -> 96 channels at 112x112, where every rule schedule used to leave the border
-unwritten; benchmarks/results/llvm-znver4-2c/conv_rules.padded.md).
+unwritten; benchmarks/results/llvm-znver4-2c/conv_rules.padded.md). A stride-2 conv's padded input keeps even and
+odd columns apart, so that each tap reads one contiguous vector instead of shuffling two (resnet50 on
+llvm-znver4-2c, best tile each way, side by side: its 3 -> 64 7x7 stem 189.8 against 110.5 GFLOP/s, its 3x3 convs
+onto 28x28 and 14x14 141.3 against 107.0 and 110.9 against 93.3; `python benchmarks/conv_rules_probe.py
+--models resnet50 --kernels 10 --flat --stride-2-plain` measures the same pairs).
 
 The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
 accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
@@ -100,17 +104,18 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
 
 
 def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8,
-                   inline_copies: bool = True) -> list[object]:
+                   inline_copies: bool = True, deinterleave: bool = True) -> list[object]:
     """The rule's schedules of `mod` (tvm.s_tir.Schedule, before postprocessing), one per register tile
     (`conv_tiles` of the output for `lanes` float32 lanes by default); [] where `mod` is not a stride-1 or -2 NCHW
-    conv. `inline_copies=False` keeps an unpadded conv's input copy at the root, as the rule once did (probes)."""
+    conv. `inline_copies=False` keeps an unpadded conv's input copy at the root, as the rule once did, and
+    `deinterleave=False` a stride-2 conv's padded input in its own layout (probes)."""
     shape = conv_output(mod)
     if shape is None:
         return []
     if tiles is None:
         tiles = conv_tiles(*shape, lanes=lanes) + (flat_tiles(shape[0], lanes) if flat_fits(mod, lanes) else [])
     return tiled(mod, tiles, lambda sch, tile: _flat_tile(sch, tile, lanes) if isinstance(tile, FlatTile)
-                 else _tile(sch, tile, inline_copies))
+                 else _tile(sch, tile, inline_copies, deinterleave))
 
 
 def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
@@ -123,13 +128,18 @@ def flat_fits(mod: object, lanes: int) -> bool:
     half a vector wide, or of stride 2 (the gather makes its strided reads contiguous) onto at most
     FLAT_MAX_POSITIONS positions. A stride-1 conv on a wider map gets none: on 14x14 maps a 14-wide column tile
     won on all 12 1x1 convs probed."""
-    from tvm.s_tir import Schedule
     extents = block_extents(mod, _conv_block)
     if not FLAT_SHAPES.get(lanes) or extents is None or _groups(mod) != 1:
         return False
+    return 2 * extents[3] <= lanes or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS)
+
+
+def is_stride_2(mod: object) -> bool:
+    """Whether the kernel is a rule's conv that reads every other input column."""
+    from tvm.s_tir import Schedule
     sch = Schedule(mod)
-    return 2 * extents[3] <= lanes or (_column_stride(sch.get(_conv_block(sch))) == 2
-                                       and extents[2] * extents[3] <= FLAT_MAX_POSITIONS)
+    conv = _conv_block(sch)
+    return conv is not None and _column_stride(sch.get(conv)) == 2
 
 
 def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
@@ -226,9 +236,10 @@ def _around_conv(sch: object) -> tuple[object, list, list]:
     return conv, blocks[:at], blocks[at + 1:]
 
 
-def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -> None:
+def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True, deinterleave: bool = True) -> None:
     tc, th, tw = tile
     conv, producers, consumers = _around_conv(sch)
+    stride = _column_stride(sch.get(conv))  # read before the reduction's init block joins the conv's reads
     # a last block that pads the output for the next conv (Relax fuses the padding into this kernel) stays at
     # the root, over the whole padded map: computed per tile, it would leave the border unwritten
     padding = consumers[-1:] if consumers and _pads_output(sch, consumers[-1], conv) else []
@@ -255,6 +266,9 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True) -
             sch.compute_inline(b)
         else:
             _parallel_root(sch, b)
+            if deinterleave and stride == 2 and int(sch.get(b).writes[0].source.shape[3]) % 2 == 0:
+                # even and odd columns apart: a tap's stride-2 columns are then one contiguous vector, no shuffle
+                sch.transform_layout(b, ("write", 0), lambda n, c, h, w: (n, c, h, w % 2, w // 2))
     for b in padding:
         _parallel_root(sch, b)
 

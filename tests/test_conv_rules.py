@@ -193,6 +193,22 @@ def _check_against_the_unscheduled_conv(mod, scheds, target, dims, apply_replaye
         np.testing.assert_allclose(run(again.mod), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("hw,deinterleaved", [(28, True), (27, False)])
+def test_a_stride_2_convs_padded_input_keeps_even_and_odd_columns_apart(hw, deinterleaved):
+    """Under a column tile a stride-2 conv's padding, at the root, writes even and odd columns into halves of
+    their own (each tap then reads one contiguous vector); a padded map of odd width stays as it is. Checked
+    against the unscheduled conv and rebuilt from the trace."""
+    from recommender.replay import apply_replayed, tile_rule_schedules
+    from recommender.target import parse_target
+    mod = _conv_bias_relu(ci=16, co=32, hw=hw, stride=2, kernel=3)
+    avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
+    scheds = tile_rule_schedules(mod, avx2)
+    assert len(scheds) == 2  # (8, 1, 7) and (4, 2, 7)
+    padded = f"T.sblock_alloc_buffer((1, 16, {hw + 2}, 2, {(hw + 2) // 2}))"
+    assert all((padded in s.mod.script()) == deinterleaved for s in scheds)
+    _check_against_the_unscheduled_conv(mod, scheds, avx2, (16, 32, hw, 14, 3), apply_replayed)
+
+
 def test_only_a_bare_same_shape_copy_counts_as_a_copy_to_inline():
     """A unary elementwise block reads one buffer of its output's shape too: it is not a copy to read through."""
     import tvm
