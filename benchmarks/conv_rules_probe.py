@@ -93,8 +93,8 @@ def main() -> None:
                          "tiles against the fastest schedule of any source the latency run measured; results to "
                          "conv_rules.flat.json and .md")
     ap.add_argument("--stride-2-plain", action="store_true",
-                    help="conv rule: also measure each column tile of a stride-2 conv with its padded input in its own "
-                         "layout (tile label + 'plain'), beside the rule's even/odd columns apart")
+                    help="conv rule, stride-2 convs only: also measure each column tile with the padded input in its own "
+                         "layout (tile label + 'plain'), beside the rule's even/odd columns apart; to <rule>_rules.stride2.*")
     ap.add_argument("--padded", action="store_true",
                     help="only convs whose epilogue pads the output for the next conv (class ending +PadInput), "
                          "against the fastest schedule of any source the latency run measured; results to "
@@ -111,6 +111,8 @@ def main() -> None:
         name += "." + args.only.rstrip("/")
     if args.padded:
         name += ".padded"
+    if args.stride_2_plain:
+        name += ".stride2"
     if args.flat:
         if args.rule != "conv":
             ap.error("--flat: conv rule only")
@@ -127,7 +129,8 @@ def main() -> None:
         for model in args.models.split(","):
             kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt)
                        if k.class_key.startswith(prefixes) and (not args.padded or k.class_key.endswith("+PadInput"))
-                       and (not args.flat or rule.flat_fits(k.mod, lanes))]
+                       and (not args.flat or rule.flat_fits(k.mod, lanes))
+                       and (not args.stride_2_plain or rule.is_stride_2(k.mod))]
             if args.rule == "matmul":  # a transformer's kernels come in graph order: the heaviest first
                 kernels.sort(key=lambda k: -k.total_flops)
             for k in kernels[:args.kernels]:

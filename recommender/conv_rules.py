@@ -13,7 +13,7 @@ unwritten; benchmarks/results/llvm-znver4-2c/conv_rules.padded.md). A stride-2 c
 odd columns apart, so that each tap reads one contiguous vector instead of shuffling two (resnet50 on
 llvm-znver4-2c, best tile each way, side by side: its 3 -> 64 7x7 stem 189.8 against 110.5 GFLOP/s, its 3x3 convs
 onto 28x28 and 14x14 141.3 against 107.0 and 110.9 against 93.3; `python benchmarks/conv_rules_probe.py
---models resnet50 --kernels 10 --flat --stride-2-plain` measures the same pairs).
+--models resnet50 --kernels 8 --stride-2-plain` measures the same pairs).
 
 The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
 accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
