@@ -11,20 +11,10 @@ input's and, where Relax fused the next conv's padding into the epilogue, the ou
 convs: 37.5 -> 152.3 GFLOP/s on 16 -> 96 channels at 112x112, where every rule schedule used to leave the border
 unwritten; benchmarks/results/llvm-znver4-2c/conv_rules.padded.md). A stride-2 conv's padded input keeps even and
 odd columns apart, so that each tap reads one contiguous vector instead of shuffling two (resnet50 on
-llvm-znver4-2c, best tile each way, side by side: its 3 -> 64 7x7 stem 189.8 against 110.5 GFLOP/s, its 3x3 convs
-onto 28x28 and 14x14 141.3 against 107.0 and 110.9 against 93.3; `python benchmarks/conv_rules_probe.py
---models resnet50 --kernels 8 --stride-2-plain` measures the same pairs).
-
-The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
-accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
-columns (on resnet50's and vgg16's convs of 14- to 56-wide maps 255-320 GFLOP/s against 126-180 for the
-best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.json).
-
-It applies to a stride-1 or stride-2 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
-whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
-RegNet's 64-channel groups, which no donor of another class serves; a depthwise conv's, one channel and
-several rows); `rule_schedules` gives one schedule per register tile that fits,
-or none. Like every candidate, each is checked against the unscheduled kernel and measured.
+llvm-znver4-2c, best column tile each way, side by side: its 3 -> 64 7x7 stem 186.9 against 87.5 GFLOP/s, its
+3x3 convs onto 14x14 and 7x7 140.5 against 103.5 and 99.9 against 52.2, onto 28x28 81.4 against 78.3;
+`python benchmarks/conv_rules_probe.py --models resnet50 --kernels 8 --stride-2-plain`, conv_rules.stride2.md.
+In the same run the 1x1 stride-2 convs, whose two schedules are the same, read up to 1.5x apart: the noise).
 """
 from __future__ import annotations
 
