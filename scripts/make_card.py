@@ -11,7 +11,6 @@ from recommender.bank import bank_models, read_meta, repo_models_dir
 from recommender.bank_info import model_summary
 from recommender.errors import run_script
 from recommender.fileio import atomic_write_text, read_json
-from recommender.measure.contention import spoiled
 from recommender.target import cpu_name, native_target, parse_target
 from training.report import rankers_markdown
 
@@ -184,18 +183,16 @@ def drift_ratio(r: dict) -> float | None:
 
 
 def caveat(r: dict) -> str | None:
-    """What spoils a latency row, if anything: the caveat written into it, else a drift over MAX_DRIFT, with its
-    cause where the row kept its CPU stall shares (another process on this machine, or the host outside it)."""
+    """What spoils a latency row, if anything: the caveat written into it, else a drift over MAX_DRIFT, with the
+    worst CPU stall share of each column where the row kept them (a share over 10% in a column timed in the
+    timing worker means another process took the CPU)."""
     drift = drift_ratio(r)
     if r.get("caveat") or drift is None or drift <= MAX_DRIFT:
         return r.get("caveat")
-    stalls = (r.get("stall_share") or {}).values()
-    worst = max(stalls, default=None)
-    cause = ("" if worst is None else f"; another process took the CPU (up to {worst:.0%} of a round stalled)"
-             if spoiled(worst) else f"; no process of this machine waited for a CPU (stalls up to {worst:.1%}): "
-             "the host slowed it")
-    return (f"timed on {r.get('date')} while the machine's speed moved by up to {drift:.2f}x within the row{cause}: "
-            "redo with --redo on a steadier machine")
+    stalls = r.get("stall_share") or {}
+    shown = ", ".join(f"{column} {share:.0%}" for column, share in stalls.items())
+    return (f"timed on {r.get('date')} while the machine's speed moved by up to {drift:.2f}x within the row"
+            + (f" (CPU stall share, worst round: {shown})" if shown else "") + ": redo with --redo on a steadier machine")
 
 
 def _k(lat: dict) -> str:

@@ -70,16 +70,17 @@ def test_a_latency_row_s_caveat_is_printed_under_the_table_until_the_row_is_redo
     assert not any(line.startswith("- ") for line in card.latency_table({"a": row}, {}))
 
 
-def test_a_row_that_drifted_gets_a_caveat_naming_the_cause_its_stall_shares_show():
-    """Over 1.5x between a column's rounds: a caveat, saying whether a process of this machine took the CPU (a
-    stall share over 10%) or the host slowed it (no stall); a steady row, or one without rounds, gets none."""
+def test_a_row_that_drifted_gets_a_caveat_with_its_columns_stall_shares():
+    """Over 1.5x between a column's rounds: a caveat, with each column's worst CPU stall share where the row kept
+    them; a steady row, or one without rounds, gets none; a caveat written into the row wins."""
     card = load_script("make_card")
     steady = {"date": "2026-12-03", "round_medians_ms": {"schedrec": [10.0, 11.0, 12.0], "pytorch": [20.0, 21.0]}}
     drifted = {**steady, "round_medians_ms": {"schedrec": [6.8, 12.4, 12.9], "pytorch": [20.0, 21.0]}}
     assert card.caveat(steady) is None and card.caveat({}) is None
     assert "1.90x" in card.caveat(drifted) and "redo with --redo" in card.caveat(drifted)
-    assert "host" in card.caveat({**drifted, "stall_share": {"schedrec": 0.004, "pytorch": 0.01}})
-    assert "another process took the CPU (up to 35%" in card.caveat({**drifted, "stall_share": {"schedrec": 0.35}})
+    assert "stall" not in card.caveat(drifted)
+    assert "(CPU stall share, worst round: schedrec 1%, pytorch 50%)" in card.caveat(
+        {**drifted, "stall_share": {"schedrec": 0.008, "pytorch": 0.502}})
     assert card.caveat({**drifted, "caveat": "measured beside the tuner"}) == "measured beside the tuner"
     lines = card.latency_table({"a": {**drifted, "kind": "bank"}, "b": {**steady, "kind": "bank"}}, {})
     assert [line[:4] for line in lines if line.startswith("- ")] == ["- a:"]
