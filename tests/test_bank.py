@@ -150,6 +150,32 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
     assert all(r.ok and len(r.costs) == 3 for r in rounds) and not os.path.exists(built.path)
 
 
+def test_a_whole_models_timing_beside_busy_loops_is_kept_with_its_stall_share_not_retried(bank, onnx_file, target,
+                                                                                         tmp_path):
+    """A whole model is timed beside PyTorch and ONNX Runtime, whose timers are not retried: a stalled timing of
+    it is kept as it is, with its stall share, and counted; never timed again."""
+    import subprocess
+
+    from recommender.measure import Measurer, contention
+    from recommender.model_import import import_model
+    if contention.stalled_us() is None:
+        pytest.skip("no CPU pressure information (PSI) on this machine")
+    model = import_model(onnx_file, target.tvm())
+    inputs = list(zip(model.input_shapes, model.input_dtypes))
+    unpack(bank / "small_cnn", str(tmp_path / "db"))
+    with Measurer(target.config, FAST) as m, m.model_library(model.mod, str(tmp_path / "db")) as built:
+        before = dict(m.stats)
+        hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
+        try:
+            timed = m.time_model_library(built.path, inputs)
+        finally:
+            for h in hogs:
+                h.kill()
+    assert timed.ok and contention.spoiled(timed.stall_share), timed.stall_share
+    assert m.stats["timed_again_contended"] == before["timed_again_contended"]
+    assert m.stats["kept_contended"] - before["kept_contended"] == 1
+
+
 def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx_file, tmp_path):
     """The signal arrives while MetaSchedule tunes a kernel (in its search, a Python callback called from C++
     that wraps the exception, or a measurement): still exit 143 with the one-line message, no worker
