@@ -154,3 +154,32 @@ def test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would
     with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0)) as m:
         (res,) = m.measure([sch.mod], reference=dst.mod)
     assert res.status == "wrong_result", (res.status, res.error)
+
+
+def test_a_committed_latency_runs_database_is_rebuilt_from_its_report_and_traces(tmp_path):
+    """benchmarks/ab_databases.rebuild_database: each kernel's chosen schedule at a git revision, its trace
+    (candidates.jsonl.gz) replayed onto the model's kernels, one record per kernel that had one; a revision
+    git does not know is refused by name."""
+    import json
+    import sys
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from recommender.errors import SchedrecError
+    from recommender.model_import import import_model
+    from recommender.target import parse_target
+    from .cli_helpers import ROOT
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import ab_databases
+    target = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
+    run = ROOT / "models" / "llvm-znver4-2c" / "latency" / "bert_tiny"
+    kernels = {k.name: k for k in extract_kernels(import_model("zoo:bert_tiny", target), target)}
+    chosen = [k for k in json.loads((run / "report.json").read_text())["kernels"] if k.get("chosen")]
+    n = ab_databases.rebuild_database(run, "HEAD", kernels, target, str(tmp_path))
+    assert n == len(chosen) > 0  # every chosen schedule of the committed run has its trace
+    records = ms.database.JSONDatabase(work_dir=str(tmp_path)).get_all_tuning_records()
+    import tvm_ffi
+    assert len(records) == n  # each on one of the model's own kernels
+    assert all(any(tvm_ffi.structural_equal(r.workload.mod, k.mod) for k in kernels.values()) for r in records)
+    with pytest.raises(SchedrecError, match="at no-such-rev"):
+        ab_databases.rebuild_database(run, "no-such-rev", kernels, target, str(tmp_path / "x"))
