@@ -142,6 +142,19 @@ def onnx_coverage_line(results: Path) -> str:
             + f" (`python benchmarks/onnx_coverage.py`, [table](benchmarks/results/{results.name}/onnx_coverage.md)).")
 
 
+def ab_line(results: Path) -> str:
+    """Each model built with an older revision's latency database against now, side by side
+    (benchmarks/ab_databases.py; '' where it was not run on this CPU)."""
+    runs = [r for r in (_read(f) for f in sorted(results.glob("ab.*.json"))) if r and r.get("median_ms")]
+    if not runs:
+        return ""
+    parts = [f"{r['model']} {r['median_ms'][r['rev']]:.1f} ms at {r['rev']}, {r['median_ms']['now']:.1f} now "
+             f"({r['median_ms']['now'] / r['median_ms'][r['rev']]:.2f}x, {r['date']}; [table]"
+             f"(benchmarks/results/{results.name}/ab.{r['model']}.md))" for r in runs]
+    return ("- The latency run's database now against an older revision's, the whole model timed side by side "
+            "(`python benchmarks/ab_databases.py --model M --rev R`): " + "; ".join(parts) + ".")
+
+
 def probes_line(results: Path) -> str:
     """The FMA peak and the tile rules' probes (conv, matmul) where they were run on this CPU."""
     peak = _read(results / "peak_gflops.json")
@@ -195,6 +208,6 @@ def render_targets(root: Path) -> str:
                  bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
                  *rankers_table(target_dir)]
         lines += [x for x in (cross_target_line(target_dir, results), onnx_coverage_line(results),
-                               unseen_onnx_line(results), probes_line(results)) if x]
+                               unseen_onnx_line(results), ab_line(results), probes_line(results)) if x]
         blocks.append("\n".join(lines).rstrip() + "\n")
     return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"

@@ -129,6 +129,19 @@ def test_the_per_cpu_block_gives_the_onnx_coverage_per_import_path_where_it_was_
     assert f"[table](benchmarks/results/{tmp_path.name}/onnx_coverage.md)" in line
 
 
+def test_the_per_cpu_block_gives_the_side_by_side_database_comparisons_run_on_that_cpu(tmp_path):
+    """benchmarks/ab_databases.py's medians (an older revision's database against now) appear per model with the
+    ratio and a link to the table; nothing where none was run."""
+    import json
+    summary = load_script("target_summary")
+    assert summary.ab_line(tmp_path) == ""
+    (tmp_path / "ab.resnet50.json").write_text(json.dumps(
+        {"model": "resnet50", "rev": "702fbaa", "date": "2026-12-03", "median_ms": {"702fbaa": 61.412, "now": 56.908}}))
+    line = summary.ab_line(tmp_path)
+    assert "resnet50 61.4 ms at 702fbaa, 56.9 now (0.93x, 2026-12-03;" in line
+    assert f"(benchmarks/results/{tmp_path.name}/ab.resnet50.md)" in line
+
+
 def test_the_model_profile_sets_each_kernel_s_time_in_the_model_beside_its_time_alone():
     """benchmarks/model_profile.rows: calls per inference from the instrument's counts, the median in-model
     time per call against the search's measured latency (the default's where no schedule was chosen)."""
