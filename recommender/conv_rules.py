@@ -276,13 +276,14 @@ def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     _, _, height, width, _, _, _ = (_extent(sch, lp) for lp in sch.get_loops(conv))
     positions = height * width
     step = lanes * tile.vectors
-    columns = sch.reindex(conv, ("read", 0))  # (n, h, w, rc[, ry, rx]): a 1x1 conv's unit taps drop out
+    columns = sch.reindex(conv, ("read", 0))  # (n, h, w, rc, ry, rx) less the unit taps (a 1x1 conv's)
     for b in producers:  # the input's padding (or Relax's copy of an unpadded input) read in the gather
         sch.compute_inline(b)
-    if len(sch.get(columns).writes[0].source.shape) == 6:
-        gathered = lambda n, h, w, rc, ry, rx: (n, rc, ry, rx, h * width + w)  # noqa: E731
-    else:
-        gathered = lambda n, h, w, rc: (n, rc, h * width + w)  # noqa: E731
+    # (n, h, w, rc, and the filter's taps that are not unit) -> (n, rc, taps..., position); lambdas, not one
+    # IndexMap of any rank, so that TVM gives the map the buffer's own index type
+    gathered = {4: lambda n, h, w, rc: (n, rc, h * width + w),
+                5: lambda n, h, w, rc, t: (n, rc, t, h * width + w),
+                6: lambda n, h, w, rc, ry, rx: (n, rc, ry, rx, h * width + w)}[len(sch.get(columns).writes[0].source.shape)]
     sch.transform_layout(columns, ("write", 0), gathered)
     sch.transform_block_layout(columns, gathered)
     sch.transform_layout(conv, ("write", 0), lambda n, c, h, w: (n, c, h * width + w))

@@ -7,14 +7,16 @@ from recommender.measure import MeasureSettings, Measurer
 from recommender.rows import OK, SAMPLED
 
 
-def _conv_bias_relu(ci: int = 16, co: int = 32, hw: int = 28, stride: int = 1, kernel: int = 3):
-    """conv2d (NCHW, padding 1) + bias + ReLU, as Relax legalizes it (topi: pad_temp, conv2d_nchw, epilogue)."""
+def _conv_bias_relu(ci: int = 16, co: int = 32, hw: int = 28, stride: int = 1, kernel: int | tuple = 3):
+    """conv2d (NCHW, padding half the filter: 'same' at stride 1) + bias + ReLU, as Relax legalizes it (topi:
+    pad_temp, conv2d_nchw, epilogue); `kernel` a size or (height, width)."""
     import tvm
     from tvm import te, topi
+    kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
     x = te.placeholder((1, ci, hw, hw), name="x")
-    w = te.placeholder((co, ci, kernel, kernel), name="w")
+    w = te.placeholder((co, ci, kh, kw), name="w")
     b = te.placeholder((1, co, 1, 1), name="b")
-    y = topi.nn.relu(topi.add(topi.nn.conv2d_nchw(x, w, stride, kernel // 2, 1), b))
+    y = topi.nn.relu(topi.add(topi.nn.conv2d_nchw(x, w, stride, (kh // 2, kw // 2), 1), b))
     func = te.create_prim_func([x, w, b, y])
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
@@ -156,11 +158,12 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     _check_against_the_unscheduled_conv(pointwise, scheds[2:], avx512, (64, 32, 7, 7, 1), apply_replayed)
 
 
-@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1)])
+@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1), (7, 1, (3, 1))])
 def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace(hw, stride, kernel):
     """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector) get flat
-    tiles too: the input gathered into one row per input channel and tap, zero padding and stride resolved in
-    the gather; output-checked against the unscheduled conv, border included, and rebuilt from the trace."""
+    tiles too, and a 3x1 conv, whose unit tap drops out of the gather: the input gathered into one row per input
+    channel and tap, zero padding and stride resolved in the gather; output-checked against the unscheduled conv,
+    border included, and rebuilt from the trace."""
     from recommender.conv_rules import flat_fits
     from recommender.replay import apply_replayed, tile_rule_schedules
     from recommender.target import parse_target
@@ -175,12 +178,13 @@ def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace
 def _check_against_the_unscheduled_conv(mod, scheds, target, dims, apply_replayed) -> None:
     """Every schedule's output, and that of its trace replayed on `mod`, equals the unscheduled conv's (the output
     buffer starts full of sevens, so an element left unwritten shows); dims: (in channels, out channels, input
-    height and width, output height and width, filter size)."""
+    height and width, output height and width, filter size or (height, width))."""
     import numpy as np
     import tvm
     ci, co, hw, out_hw, kernel = dims
+    kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
     rng = np.random.default_rng(0)
-    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, ci, hw, hw), (co, ci, kernel, kernel), (1, co, 1, 1))]
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, ci, hw, hw), (co, ci, kh, kw), (1, co, 1, 1))]
 
     def run(m) -> np.ndarray:
         out = tvm.runtime.tensor(np.full((1, co, out_hw, out_hw), 7.0, "float32"))
