@@ -15,6 +15,17 @@ llvm-znver4-2c, best column tile each way, side by side: its 3 -> 64 7x7 stem 18
 3x3 convs onto 14x14 and 7x7 140.5 against 103.5 and 99.9 against 52.2, onto 28x28 81.4 against 78.3;
 `python benchmarks/conv_rules_probe.py --models resnet50 --kernels 8 --stride-2-plain`, conv_rules.stride2.md.
 In the same run the 1x1 stride-2 convs, whose two schedules are the same, read up to 1.5x apart: the noise).
+
+The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
+accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
+columns (on resnet50's and vgg16's convs of 14- to 56-wide maps 255-320 GFLOP/s against 126-180 for the
+best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake-2c/conv_rules.json).
+
+It applies to a stride-1 or stride-2 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
+whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
+RegNet's 64-channel groups, which no donor of another class serves; a depthwise conv's, one channel and
+several rows); `rule_schedules` gives one schedule per register tile that fits, and flat tiles where
+`flat_fits`, or none. Like every candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
 
@@ -199,8 +210,9 @@ def only_root_block(sch: object, prefix: str) -> object | None:
 
 def _column_stride_fits(block: object) -> bool:
     """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (no dilation): a vector of output
-    columns then loads one input row contiguously, or, at stride 2, every other float of two vectors, which
-    LLVM shuffles out without a gather (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
+    columns then loads one input row contiguously, or, at stride 2, every other float of two vectors (which
+    LLVM shuffles out without a gather where the input is read in place; a padded input is stored with even and
+    odd columns apart, see `_tile`) (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
     under the rule, against 22-108 with the donors the ranker picked; output-checked)."""
     return _column_stride(block) in (1, 2)
 
