@@ -46,6 +46,7 @@ def rebuild_database(run: Path, rev: str, kernels: dict, target: object, out: st
     from tvm.s_tir import meta_schedule as ms
 
     from recommender.replay import apply_replayed
+    from recommender.transfer.database import commit_schedule
     report = json.loads(_git_show(rev, run / "report.json"))
     rows = [json.loads(line) for line in gzip.decompress(_git_show(rev, run / "candidates.jsonl.gz")).splitlines()]
     traces = {(r["target_kernel"], r["source_model"], r["source_kernel"], r["source_rank"]): r["trace"]
@@ -58,11 +59,7 @@ def rebuild_database(run: Path, rev: str, kernels: dict, target: object, out: st
         if not trace or k["kernel"] not in kernels:
             continue  # the default code, or a kernel this import no longer has
         kernel = kernels[k["kernel"]]
-        replayed = apply_replayed(trace, kernel.mod, target)
-        workload = db.commit_workload(kernel.mod)
-        db.commit_tuning_record(ms.database.TuningRecord(
-            replayed.sch.trace, workload, [float(chosen["latency_s"])], target,
-            ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])))
+        commit_schedule(db, kernel.mod, apply_replayed(trace, kernel.mod, target).sch, [chosen["latency_s"]], target)
         n += 1
     return n
 

@@ -37,9 +37,14 @@ def _fill_database(choices: list[KernelChoice], target: object, db_dir: Path) ->
     for c in choices:
         if c.chosen_sch is None:
             continue
-        workload = db.commit_workload(c.kernel.mod)
-        db.commit_tuning_record(ms.database.TuningRecord(
-            c.chosen_sch.trace, workload, [float(x) for x in c.chosen_costs], target,
-            ms.arg_info.ArgInfo.from_prim_func(c.kernel.mod["main"])))
+        commit_schedule(db, c.kernel.mod, c.chosen_sch, c.chosen_costs, target)
         n += 1
     return n
+
+
+def commit_schedule(db: object, mod: object, sch: object, costs: list[float], target: object) -> None:
+    """One tuning record in the MetaSchedule database `db`: the schedule `sch` of kernel `mod` and its costs."""
+    from tvm.s_tir import meta_schedule as ms
+    workload = db.commit_workload(mod)
+    db.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, workload, [float(x) for x in costs], target, ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
