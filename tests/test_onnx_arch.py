@@ -20,17 +20,44 @@ from .onnx_nets import export_onnx
 
 
 
-def _export(name: str, folder: Path, opset: int | None = None) -> tuple[str, list[np.ndarray]]:
+def _export(name: str, folder: Path, opset: int | None = None, dynamo: bool = False) -> tuple[str, list[np.ndarray]]:
+    """Export an architecture with a dynamic batch dim: by the TorchScript exporter (at `opset`, else its
+    default) or, with `dynamo`, by torch.onnx's default exporter since torch 2.9 (torch.export, opset 20)."""
     import torch
     model, args = {**ARCHITECTURES, **HF_ARCHITECTURES}[name]()
     path = str(folder / f"{name}.onnx")
-    if opset is None:
+    if dynamo:
+        batch = torch.export.Dim("batch")
+        with torch.no_grad():
+            torch.onnx.export(model, args, path, dynamo=True, input_names=[f"x{i}" for i in range(len(args))],
+                              dynamic_shapes=tuple([{0: batch}] + [None] * (len(args) - 1)))
+    elif opset is None:
         export_onnx(model, args, path, {"x0": {0: "batch"}})
     else:
         with torch.no_grad():
             torch.onnx.export(model, args, path, dynamo=False, input_names=["x0"], opset_version=opset,
                               dynamic_axes={"x0": {0: "batch"}})
     return path, [a.numpy() for a in args]
+
+
+def _assert_computes_as_onnxruntime(model, path: str, inputs: list[np.ndarray], target) -> None:
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+    vm = relax.VirtualMachine(tvm.compile(model.mod, target=target.tvm()), tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
+    out = (out if hasattr(out, "numpy") else out[0]).numpy()
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()), err_msg=path)
+
+
+def _donor_share(model, target, index) -> float:
+    """The share of the model's FLOPs in kernels with a bank donor of the same class or the same anchor."""
+    from recommender.rows import ANCHOR, CLASS
+    kernels = extract_kernels(model, target.tvm())
+    return sum(s for k, s in zip(kernels, flop_shares(kernels))
+               if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR))
 
 
 def test_shape_arithmetic_behind_a_channel_split_folds_away(tmp_path):
@@ -53,25 +80,27 @@ def test_shape_arithmetic_behind_a_channel_split_folds_away(tmp_path):
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES) + sorted(HF_ARCHITECTURES))
 def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(name, target, tmp_path,
                                                                              shipped_bank_index):
-    import onnxruntime as ort
-    import tvm
-    from tvm import relax
-
-    from recommender.rows import ANCHOR, CLASS
     path, inputs = _export(name, tmp_path)
     model = import_model(path, target.tvm())
     assert model.input_shapes[0][0] == 1  # the dynamic batch dim, taken as 1
-    vm = relax.VirtualMachine(tvm.compile(model.mod, target=target.tvm()), tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
-    out = (out if hasattr(out, "numpy") else out[0]).numpy()
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    _assert_computes_as_onnxruntime(model, path, inputs, target)
+    covered = _donor_share(model, target, shipped_bank_index)
+    assert covered >= 0.95, f"{name}: {covered:.1%} of FLOPs have a donor"
 
-    index = shipped_bank_index
-    kernels = extract_kernels(model, target.tvm())
-    covered = sum(s for k, s in zip(kernels, flop_shares(kernels))
-                  if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR))
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt", "yolo", "conformer"])
+def test_torch_default_exporter_models_import_and_have_donors(name, target, tmp_path, shipped_bank_index):
+    """torch.onnx.export's default since torch 2.9 goes through torch.export and writes opset 20: Gelu and
+    LayerNormalization as single ops, a symbolic batch dim named by torch.export.Dim. What users export today
+    must import, compute as ONNX Runtime does and find donors as the TorchScript exporter's files do."""
+    import onnx
+    path, inputs = _export(name, tmp_path, dynamo=True)
+    assert max(o.version for o in onnx.load(path).opset_import if o.domain in ("", "ai.onnx")) >= 18
+    model = import_model(path, target.tvm())
+    assert model.input_shapes[0][0] == 1
+    _assert_computes_as_onnxruntime(model, path, inputs, target)
+    covered = _donor_share(model, target, shipped_bank_index)
     assert covered >= 0.95, f"{name}: {covered:.1%} of FLOPs have a donor"
 
 
@@ -80,14 +109,6 @@ def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(n
 def test_older_opsets_import_as_the_current_one(opset, target, tmp_path):
     """Exporters of older opsets write Split, Squeeze, Resize and Clip in their older forms; the models that
     torch can export at that opset compute what ONNX Runtime computes."""
-    import onnxruntime as ort
-    import tvm
-    from tvm import relax
     for name in ("shufflenet", "yolo", "swin"):
         path, inputs = _export(name, tmp_path, opset)
-        model = import_model(path, target.tvm())
-        out = relax.VirtualMachine(tvm.compile(model.mod, target=target.tvm()), tvm.cpu())["main"](
-            *[tvm.runtime.tensor(x) for x in inputs]).numpy()
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        ref = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})[0]
-        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()), err_msg=name)
+        _assert_computes_as_onnxruntime(import_model(path, target.tvm()), path, inputs, target)
