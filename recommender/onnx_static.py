@@ -14,7 +14,7 @@ import numpy as np
 _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                "Bernoulli", "If", "Loop", "Scan"}
 _MAX_FOLDED_ELEMENTS = 1 << 16  # fold shape arithmetic, never materialise big tensors
-_MAX_ROUNDS = 8  # rounds of shape inference and folding (each round finds the shapes the last one made known)
+_MAX_ROUNDS = 100  # rounds of shape inference and folding, each folding what the last made known (torchvision swin_t: 18)
 
 
 def make_static(model: object, shapes: dict[str, list[int]]) -> tuple[object, dict[str, list[int]]]:

@@ -62,10 +62,10 @@ class ShuffleUnit(nn.Module):
         return y.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
 
 
-def shufflenet(ch: int = 48, image: int = 64):
+def shufflenet(ch: int = 48, image: int = 64, units: int = 2):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, ch, 3, 2, 1, bias=False), nn.BatchNorm2d(ch), nn.ReLU(),
-                          nn.MaxPool2d(3, 2, 1), ShuffleUnit(ch), ShuffleUnit(ch), nn.AdaptiveAvgPool2d(1),
+                          nn.MaxPool2d(3, 2, 1), *[ShuffleUnit(ch) for _ in range(units)], nn.AdaptiveAvgPool2d(1),
                           nn.Flatten(), nn.Linear(ch, 10))
     return model.eval(), (torch.randn(1, 3, image, image),)
 
