@@ -24,8 +24,10 @@ best AVX2 tile on the same Intel AVX-512 CPU, benchmarks/results/llvm-rocketlake
 It applies to a stride-1 or stride-2 conv2d_nchw block (4 spatial and 3 reduction iterators, loops unscheduled)
 whose output columns split into vectors, grouped or not (a grouped conv's tile spans channels of one group:
 RegNet's 64-channel groups, which no donor of another class serves; a depthwise conv's, one channel and
-several rows); `rule_schedules` gives one schedule per register tile that fits, and flat tiles where
-`flat_fits`, or none. Like every candidate, each is checked against the unscheduled kernel and measured.
+several rows), and to a conv3d_ncdhw block alike (video models; no bank model has one, so no donor serves
+it): the tile is one frame's, the output frames are parallel with the rows and the depth taps loop outside
+the unrolled row and column taps. `rule_schedules` gives one schedule per register tile that fits, and flat
+tiles (2-D convs only) where `flat_fits`, or none. Like every candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def flat_fits(mod: object, lanes: int) -> bool:
     FLAT_MAX_POSITIONS positions. A stride-1 conv on a wider map gets none: on 14x14 maps a 14-wide column tile
     won on all 12 1x1 convs probed."""
     extents = block_extents(mod, _conv_block)
-    if not FLAT_SHAPES.get(lanes) or extents is None or _groups(mod) != 1:
+    if not FLAT_SHAPES.get(lanes) or extents is None or len(extents) != 7 or _groups(mod) != 1:
         return False
     return 2 * extents[3] <= lanes or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS)
 
@@ -160,11 +162,17 @@ def tiled(mod: object, tiles: list[tuple], apply) -> list[object]:
 def conv_output(mod: object) -> tuple[int, int, int] | None:
     """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv. For a
     grouped conv, channels are those of one group: a register tile spans the channels of one group only, so
-    that they all read the same input row."""
+    that they all read the same input row. A conv3d's depth is not in it: the tile is one frame's."""
     extents = block_extents(mod, _conv_block)
-    if extents is None or len(extents) != 7:
+    if extents is None:
         return None
-    return extents[1] // _groups(mod), extents[2], extents[3]
+    spatial = _spatial(extents)
+    return extents[1] // _groups(mod), extents[spatial - 2], extents[spatial - 1]
+
+
+def _spatial(extents: list) -> int:
+    """The number of spatial loops of a conv block's loops (n, c, [d,] h, w, then rc, [rd,] ry, rx)."""
+    return (len(extents) + 1) // 2
 
 
 def _groups(mod: object) -> int:
@@ -188,14 +196,16 @@ def block_extents(mod: object, find) -> list[int] | None:
 
 
 def _conv_block(sch: object) -> object | None:
-    """The kernel's one conv2d_nchw (or group_conv2d_nchw) block at the root with stride 1 or 2 along the
-    columns and no dilation, else None."""
-    conv = only_root_block(sch, "conv2d_nchw") or only_root_block(sch, "group_conv2d_nchw")
+    """The kernel's one conv2d_nchw (or group_conv2d_nchw) or conv3d_ncdhw block at the root with stride 1 or
+    2 along the columns and no dilation, else None."""
+    conv = (only_root_block(sch, "conv2d_nchw") or only_root_block(sch, "group_conv2d_nchw")
+            or only_root_block(sch, "conv3d_ncdhw"))
     if conv is None:
         return None
     block = sch.get(conv)
     kinds = [int(iv.iter_type) for iv in block.iter_vars]
-    if kinds != [0, 0, 0, 0, 2, 2, 2] or len(sch.get_loops(conv)) != 7:
+    spatial = 5 if sch.get(conv).name_hint.startswith("conv3d") else 4
+    if kinds != [0] * spatial + [2] * (spatial - 1) or len(sch.get_loops(conv)) != len(kinds):
         return None
     if not _column_stride_fits(block):
         return None
@@ -219,12 +229,13 @@ def _column_stride_fits(block: object) -> bool:
 
 def _column_stride(block: object) -> int | None:
     """s where the conv reads its input at column s * xx + rx (no dilation), else None."""
-    xx, rx = block.iter_vars[3].var, block.iter_vars[6].var
-    if len(block.reads) != 2 or len(block.reads[0].region) != 4:
+    spatial = _spatial(block.iter_vars)
+    xx, rx = block.iter_vars[spatial - 1].var, block.iter_vars[-1].var
+    if len(block.reads) != 2 or len(block.reads[0].region) != spatial:
         return None
-    data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw reads them
+    data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw and conv3d_ncdhw read them
     from tvm.sym.pattern import detect_linear_equation
-    coeffs = detect_linear_equation(data.region[3].min, [xx, rx])  # [per xx, per rx, constant]
+    coeffs = detect_linear_equation(data.region[-1].min, [xx, rx])  # [per xx, per rx, constant]
     if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]) or int(coeffs[1].value) != 1:
         return None
     return int(coeffs[0].value)
@@ -249,12 +260,15 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True, d
     for b in epilogue[:-1]:  # the epilogue into one block: bias, batch norm, ReLU, residual add
         sch.compute_inline(b)
     out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "global")
-    n, co, h, w, rc, ry, rx = sch.get_loops(conv)
+    loops = sch.get_loops(conv)
+    spatial = _spatial(loops)
+    # a conv3d's depth and depth taps (d, rd) are loops outside the tile, like the batch and the input channels
+    (n, co, *depth, h, w), (rc, *depth_taps, ry, rx) = loops[:spatial], loops[spatial:]
     co_o, co_i = sch.split(co, [None, tc])
     h_o, h_i = sch.split(h, [None, th])
     w_o, w_i = sch.split(w, [None, tw])
-    sch.reorder(n, co_o, h_o, w_o, rc, ry, rx, h_i, co_i, w_i)
-    outer = sch.fuse(n, co_o, h_o)
+    sch.reorder(n, co_o, *depth, h_o, w_o, rc, *depth_taps, ry, rx, h_i, co_i, w_i)
+    outer = sch.fuse(n, co_o, *depth, h_o)
     sch.parallel(outer)
     sch.reverse_compute_at(out, w_o, preserve_unit_loops=True)
     for loop in (ry, rx, h_i, co_i):
@@ -268,9 +282,11 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True, d
             sch.compute_inline(b)
         else:
             _parallel_root(sch, b)
-            if deinterleave and stride == 2 and int(sch.get(b).writes[0].source.shape[3]) % 2 == 0:
+            if deinterleave and stride == 2 and int(sch.get(b).writes[0].source.shape[-1]) % 2 == 0:
                 # even and odd columns apart: a tap's stride-2 columns are then one contiguous vector, no shuffle
-                sch.transform_layout(b, ("write", 0), lambda n, c, h, w: (n, c, h, w % 2, w // 2))
+                sch.transform_layout(b, ("write", 0), (lambda n, c, h, w: (n, c, h, w % 2, w // 2))
+                                     if len(sch.get(b).writes[0].source.shape) == 4
+                                     else (lambda n, c, d, h, w: (n, c, d, h, w % 2, w // 2)))
     for b in padding:
         _parallel_root(sch, b)
 
@@ -323,7 +339,7 @@ def _pads_output(sch: object, block: object, conv: object) -> bool:
     padding of the next conv's input, fused into this kernel's epilogue."""
     written = [int(x) for x in sch.get(block).writes[0].source.shape]
     produced = [int(x) for x in sch.get(conv).writes[0].source.shape]
-    return len(written) == len(produced) == 4 and written[:2] == produced[:2] and written[2:] != produced[2:] \
+    return len(written) == len(produced) in (4, 5) and written[:2] == produced[:2] and written[2:] != produced[2:] \
         and all(a >= b for a, b in zip(written[2:], produced[2:]))
 
 

@@ -309,3 +309,66 @@ def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(targ
     assert rows and all(r.status == OK and r.latency_s > 0 for r in rows), [(r.status, r.error) for r in rows]
     assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
     assert choice.latency_s < bound * choice.default_s, (choice.latency_s, choice.default_s)
+
+
+def _conv3d_bias_relu(ci: int = 8, co: int = 16, frames: int = 4, hw: int = 14, stride: int = 1):
+    """conv3d (NCDHW, 3x3x3 filter, padding 1) + bias + ReLU, as Relax legalizes a video model's conv (topi:
+    pad_temp, conv3d_ncdhw, epilogue)."""
+    import tvm
+    from tvm import te, topi
+    x = te.placeholder((1, ci, frames, hw, hw), name="x")
+    w = te.placeholder((co, ci, 3, 3, 3), name="w")
+    b = te.placeholder((1, co, 1, 1, 1), name="b")
+    y = topi.nn.relu(topi.add(topi.nn.conv3d_ncdhw(x, w, stride, 1, 1, 1), b))
+    func = te.create_prim_func([x, w, b, y])
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+@pytest.mark.parametrize("stride,mcpu", [(1, "znver3"), (2, "znver3"), (1, "znver4")])
+def test_a_conv3d_is_tiled_per_frame_and_replays_from_its_trace(stride, mcpu):
+    """A video model's conv3d (no bank model has one) gets the rule's column tiles: frames parallel with the
+    tile rows, depth taps outside the unrolled row and column taps, a stride-2 input's columns even/odd apart.
+    Output-checked against the unscheduled conv3d (output full of sevens first) and rebuilt from the trace."""
+    import numpy as np
+    import tvm
+    from recommender.conv_rules import conv_output, flat_fits
+    from recommender.kernels import kernel_from_mod
+    from recommender.replay import apply_replayed, tile_rule_schedules
+    from recommender.target import parse_target
+    mod = _conv3d_bias_relu(stride=stride)
+    assert kernel_from_mod("c3", mod).class_key.startswith("conv3d/")
+    out_hw, frames = 14 // stride, 4 // stride
+    assert conv_output(mod) == (16, out_hw, out_hw) and not flat_fits(mod, 16)
+    target = parse_target(f'{{"kind": "llvm", "mcpu": "{mcpu}", "num-cores": 2}}').tvm()
+    scheds = tile_rule_schedules(mod, target)
+    assert len(scheds) >= 2, len(scheds)
+    if stride == 2:  # the padded input (16 wide) stored with even and odd columns apart
+        assert all("T.sblock_alloc_buffer((1, 8, 6, 16, 2, 8))" in s.mod.script() for s in scheds)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 8, 4, 14, 14), (16, 8, 3, 3, 3), (1, 16, 1, 1, 1))]
+
+    def run(m) -> np.ndarray:
+        out = tvm.runtime.tensor(np.full((1, 16, frames, out_hw, out_hw), 7.0, "float32"))
+        tvm.compile(m, target=target)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+        return out.numpy()
+    expected = run(mod)
+    for r in scheds:
+        np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(run(apply_replayed(r.trace_json, mod, target).mod), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_conv3d_rule_candidates_are_measured_and_beat_plain_loops(target):
+    """transfer measures the rule's conv3d tiles as candidates of class conv3d/ (TILE_RULE_CLASSES): on a
+    64 -> 64 3x3x3 conv over 4 frames of 28 x 28 they beat the kernel's plain loops by far."""
+    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
+    kernel = kernel_from_mod("conv3d", _conv3d_bias_relu(ci=64, co=64, frames=4, hw=28))
+    with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
+        cands = tile_rule_candidates(kernel, m)
+        assert len(cands) >= 2 and all(c.source.model == CONV_RULE for c in cands)
+        choice = measure_kernel(FoundCandidates(kernel, cands, SAMPLED, 0.0), m, target.tvm(), selected=[])
+    rows = [r for r in choice.rows if r.source_model == CONV_RULE]
+    assert rows and all(r.status == OK and r.latency_s > 0 for r in rows), [(r.status, r.error) for r in rows]
+    assert choice.chosen is not None and choice.chosen["source_model"] == CONV_RULE
+    assert choice.latency_s < 0.2 * choice.default_s, (choice.latency_s, choice.default_s)

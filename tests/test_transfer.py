@@ -269,6 +269,25 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
 
 
 
+def test_a_kernel_its_tile_rule_builds_gets_no_short_search(target):
+    """A conv without donors whose tile rule builds is not searched: on all 24 kernels whose candidates had both
+    (RegNet's grouped convs on three CPUs), the rule's best beat the search's. Its candidates are the rule's
+    (and the few random samples any kernel without donors gets)."""
+    from recommender.candidates import BankIndex
+    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.kernel import CONV_RULE, find_candidates
+    from recommender.transfer.short_tune import SHORT_TUNE
+
+    from .test_conv_rules import _group_conv
+    kernel = kernel_from_mod("group_conv", _group_conv(ci=64, co=64, groups=4, hw=14))
+    index = BankIndex.__new__(BankIndex)
+    index.by_class, index.by_anchor = {}, {}  # no donor at all
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        found = find_candidates(kernel, index, m, target.tvm(), 1, (), 4, tune_trials=8, samples=2)
+    sources = {c.source.model for c in found.candidates}
+    assert found.valid and CONV_RULE in sources and SHORT_TUNE not in sources  # samples still drawn: cheap
+
+
 def test_a_short_search_goes_to_convs_and_matmuls_from_a_quarter_of_the_share_the_others_need():
     """RegNet's last grouped convs (0.8% of its FLOPs each, no donor) ran 14 ms in loop-rule loops: a conv or
     matmul gets the search from 0.25% of the model's FLOPs, any other kernel from 1%."""

@@ -28,7 +28,7 @@ MATMUL_RULE = "(matmul rule)"  # ... by recommender.matmul_rules
 RULES = (LOOP_RULE, CONV_RULE, MATMUL_RULE)  # rule-built candidates: measured beside the default whatever the selection
 # kernel class prefix -> (the tile rule for it, the source model of its candidates)
 TILE_RULE_CLASSES = {"conv2d/": ("conv", CONV_RULE), "group_conv2d/": ("conv", CONV_RULE),
-                     "depthwise_conv2d/": ("conv", CONV_RULE),
+                     "depthwise_conv2d/": ("conv", CONV_RULE), "conv3d/": ("conv", CONV_RULE),
                      "matmul/": ("matmul", MATMUL_RULE), "batch_matmul/": ("matmul", MATMUL_RULE)}
 
 
@@ -60,9 +60,9 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
     replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
-    (`short_tune`) if given, else (or if it finds nothing) up to `samples` random draws. A conv kernel of
-    2 MFLOP or more also gets the conv rule's register tiles after its donors, a matmul or batch matmul the
-    matmul rule's (`tile_rule_candidates`)."""
+    (`short_tune`) if given and the kernel's tile rule builds nothing, else (or if it finds nothing) up to
+    `samples` random draws. A conv kernel of 2 MFLOP or more also gets the conv rule's register tiles after its
+    donors, a matmul or batch matmul the matmul rule's (`tile_rule_candidates`)."""
     t0 = time.perf_counter()
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
@@ -72,7 +72,11 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         if anchors:
             cands += replay_candidates(kernel, anchors, target, isolated=measurer)
     match = kernel_match((c.source.match, c.status == OK) for c in cands)
-    if tune_trials and not any(c.status == OK for c in cands):
+    tiles = (tile_rule_candidates(kernel, measurer) if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS
+             else [])
+    # no search where the kernel's tile rule builds: on all 24 kernels whose candidates had both (RegNet's
+    # grouped convs, llvm-znver3/4/5-2c latency runs), the rule's best beat the 32-trial search's best
+    if tune_trials and not any(c.status == OK for c in cands + tiles):
         searched = replay_candidates(kernel, short_tune(kernel, measurer, target, tune_trials), target,
                                      isolated=measurer)
         if any(c.status == OK for c in searched):
@@ -81,11 +85,9 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         drawn = sampled_candidates(kernel, measurer, samples)
         if drawn:
             cands, match = cands + drawn, SAMPLED
-    if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS:
-        tiles = tile_rule_candidates(kernel, measurer)
-        if tiles:
-            cands = cands + tiles
-            match = kernel_match((c.source.match, c.status == OK) for c in cands)
+    if tiles:
+        cands = cands + tiles
+        match = kernel_match((c.source.match, c.status == OK) for c in cands)
     return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
 
 
