@@ -260,6 +260,33 @@ def conformer(d: int = 64, time: int = 48):
     return nn.Sequential(ConformerConv(d), ConformerConv(d)).eval(), (torch.randn(1, time, d),)
 
 
+class Block3d(nn.Module):
+    """An R3D-18 basic block over [batch, channels, frames, height, width]: two 3x3x3 conv3d + batch norm, ReLU,
+    a residual (through a strided 1x1x1 conv3d where the block downsamples)."""
+
+    def __init__(self, i: int, o: int, stride: int = 1) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv3d(i, o, 3, stride, 1, bias=False), nn.BatchNorm3d(o), nn.ReLU(),
+                                  nn.Conv3d(o, o, 3, 1, 1, bias=False), nn.BatchNorm3d(o))
+        self.skip = (nn.Sequential(nn.Conv3d(i, o, 1, stride, bias=False), nn.BatchNorm3d(o))
+                     if stride != 1 or i != o else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.body(x) + self.skip(x))
+
+
+def r3d(ch: int = 16, frames: int = 8, image: int = 56):
+    """A video classifier in R3D's shape: a (3, 7, 7) stem, residual conv3d blocks, global pooling, a head."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv3d(3, ch, (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False), nn.BatchNorm3d(ch), nn.ReLU(),
+                          Block3d(ch, ch), Block3d(ch, 2 * ch, 2), nn.AdaptiveAvgPool3d(1), nn.Flatten(),
+                          nn.Linear(2 * ch, 10))
+    return model.eval(), (torch.randn(1, 3, frames, image, image),)
+
+
+# video models: no bank model has a conv3d, so their convs have no donor and get the conv rule's tiles instead
+VIDEO_ARCHITECTURES = {"r3d": r3d}
+
 ARCHITECTURES = {
     "swin": swin,
     "shufflenet": shufflenet,

@@ -101,6 +101,25 @@ def test_correctness_check_catches_a_wrong_kernel_and_passes_real_schedules(meas
     assert [r.status for r in results] == [OK, OK, OK]
 
 
+def test_the_reference_runs_once_for_the_candidates_that_follow_and_again_when_its_library_changes(target, tmp_path):
+    """The output check runs the unscheduled kernel (plain loops; 3 s a call for a video model's conv3d) once for
+    a kernel's candidates, not once per candidate; the next kernel's reference is run afresh."""
+    import numpy as np
+    import tvm
+
+    from recommender.measure.worker import _reference_outputs
+    path = str(tmp_path / "reference.so")
+    payload = {"reference_path": path, "args_info": [[[1024], "float32"], [[1024], "float32"]]}
+    tvm.compile(as_mod(add1024), target=target.tvm()).export_library(path)
+    first = _reference_outputs(payload, 1, tvm.cpu())
+    assert _reference_outputs(payload, 1, tvm.cpu()) is first  # not run again
+    np.testing.assert_allclose(first[1], first[0] + 1, rtol=1e-6)
+    other = str(tmp_path / "other.so")  # the next kernel's reference
+    tvm.compile(as_mod(add1024_wrong), target=target.tvm()).export_library(other)
+    again = _reference_outputs({**payload, "reference_path": other}, 1, tvm.cpu())
+    np.testing.assert_allclose(again[1], again[0] + 2, rtol=1e-6)
+
+
 def test_tolerance_allows_rounding_where_sums_cancel_but_not_a_wrong_region():
     """What the matrix showed on GoogLeNet convs: 1-2 of 600k outputs near a ReLU's threshold differ by 0.09
     while the largest output is 1e5 (another summation order); a wrong pad border differs in 2% of them."""

@@ -15,7 +15,7 @@ from recommender.kernels import extract_kernels, flop_shares
 from recommender.model_import import import_model, load_onnx, onnx_input_shapes
 from recommender.onnx_static import make_static
 
-from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, shufflenet
+from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, VIDEO_ARCHITECTURES, shufflenet
 from .onnx_nets import export_onnx
 
 
@@ -24,7 +24,7 @@ def _export(name: str, folder: Path, opset: int | None = None, dynamo: bool = Fa
     """Export an architecture with a dynamic batch dim: by the TorchScript exporter (at `opset`, else its
     default) or, with `dynamo`, by torch.onnx's default exporter since torch 2.9 (torch.export, opset 20)."""
     import torch
-    model, args = {**ARCHITECTURES, **HF_ARCHITECTURES}[name]()
+    model, args = {**ARCHITECTURES, **HF_ARCHITECTURES, **VIDEO_ARCHITECTURES}[name]()
     path = str(folder / f"{name}.onnx")
     if dynamo:
         batch = torch.export.Dim("batch")
@@ -97,6 +97,24 @@ def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(n
     _assert_computes_as_onnxruntime(model, path, inputs, target)
     covered = _donor_share(model, target, shipped_bank_index)
     assert covered >= 0.95, f"{name}: {covered:.1%} of FLOPs have a donor"
+
+
+@pytest.mark.slow
+def test_a_video_models_conv3ds_import_compute_as_onnxruntime_and_get_the_conv_rule(target, tmp_path):
+    """A video model (conv3d, batch norm folded or not, residual adds) imports with its dynamic batch dim and
+    computes what ONNX Runtime computes; its conv3d kernels, which no bank donor serves, each get the conv rule's
+    register tiles (class conv3d/, TILE_RULE_CLASSES) and hold nearly all of its FLOPs."""
+    from recommender.conv_rules import conv_output
+    from recommender.replay import tile_rule_schedules
+    from recommender.transfer.kernel import TILE_RULE_CLASSES
+    path, inputs = _export("r3d", tmp_path)
+    model = import_model(path, target.tvm())
+    _assert_computes_as_onnxruntime(model, path, inputs, target)
+    kernels = extract_kernels(model, target.tvm())
+    convs = [(k, s) for k, s in zip(kernels, flop_shares(kernels)) if k.class_key.startswith("conv3d/")]
+    assert "conv3d/" in TILE_RULE_CLASSES and sum(s for _, s in convs) > 0.95
+    assert all(conv_output(k.mod) and tile_rule_schedules(k.mod, target.tvm()) for k, _ in convs), \
+        [k.name for k, _ in convs if not conv_output(k.mod)]
 
 
 @pytest.mark.slow
