@@ -93,8 +93,7 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
     so both are measured."""
     if lanes not in COLUMN_TILES:
         raise ValueError(f"conv tiles are defined for 8 or 16 float32 lanes, not {lanes}")
-    widths = ([w for w in COLUMN_TILES[lanes] if width % w == 0][:WIDTHS]
-              or [w for w in NARROW_TILES[lanes] if width % w == 0][:1])
+    widths = column_widths(width, lanes)
     shapes = TILE_SHAPES[lanes] if out_channels > 1 else DEPTHWISE_SHAPES[lanes]
     out = []
     for tw in widths:
@@ -104,6 +103,13 @@ def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> li
         out += [(tc, 1, widths[0]) for tc, _ in ONE_ROW_SHAPES[lanes]
                 if out_channels % tc == 0 and (tc, 1, widths[0]) not in out]
     return out
+
+
+def column_widths(width: int, lanes: int) -> list[int]:
+    """The column tiles for an output `width`: the first WIDTHS of COLUMN_TILES dividing it, else the first
+    NARROW_TILES entry that does; none for a width no tile divides (17, 71: Inception's maps)."""
+    return ([w for w in COLUMN_TILES[lanes] if width % w == 0][:WIDTHS]
+            or [w for w in NARROW_TILES[lanes] if width % w == 0][:1])
 
 
 def rule_schedules(mod: object, tiles: list[tuple[int, int, int]] | None = None, lanes: int = 8,
@@ -129,12 +135,16 @@ def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
 def flat_fits(mod: object, lanes: int) -> bool:
     """Whether flat tiles apply: an ungrouped conv (any filter size or padding the rule takes) on a map at most
     half a vector wide, or of stride 2 (the gather makes its strided reads contiguous) onto at most
-    FLAT_MAX_POSITIONS positions. A stride-1 conv on a wider map gets none: on 14x14 maps a 14-wide column tile
-    won on all 12 1x1 convs probed."""
+    FLAT_MAX_POSITIONS positions, or onto a width no column tile divides (any size). A stride-1 conv on a wider
+    map that column tiles fit gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed.
+    Where no column tile fits, flat tiles are the rule's only tiles: on torchvision inception_v3's ten heaviest
+    convs (17x17 maps, and 71x71), llvm-znver4-2c, the best flat tile reached 76-165 GFLOP/s against 16-70 for
+    the schedule its transfer had chosen (out of vgg16's donors), even over 71x71's 5041 positions."""
     extents = block_extents(mod, _conv_block)
     if not FLAT_SHAPES.get(lanes) or extents is None or len(extents) != 7 or _groups(mod) != 1:
         return False
-    return 2 * extents[3] <= lanes or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS)
+    return (2 * extents[3] <= lanes or not column_widths(extents[3], lanes)
+            or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS))
 
 
 def is_stride_2(mod: object) -> bool:

@@ -110,10 +110,12 @@ def cross_target_line(target_dir: Path, results: Path) -> str:
             f"{c['test_key']}`), top-1 / top-5: " + "; ".join(pairs) + ".")
 
 
-def unseen_onnx_line(results: Path) -> str:
+def unseen_onnx_line(results: Path, name: str = "unseen_onnx",
+                     what: str = "ONNX models of architectures outside the bank") -> str:
     """What schedrec handed back for ONNX models of architectures outside the bank, against ONNX Runtime and
-    PyTorch eager in the same run ('' where benchmarks/unseen_onnx.py was not run on this CPU)."""
-    u = _read(results / "unseen_onnx.json")
+    PyTorch eager in the same run ('' where benchmarks/<name>.py was not run on this CPU): unseen_onnx's own
+    architectures, or torchvision's (`name` torchvision_onnx)."""
+    u = _read(results / f"{name}.json")
     rows = [(n, r) for n, r in ((u or {}).get("models") or {}).items() if r.get("schedrec_ms")]
     if not rows:
         return ""
@@ -122,9 +124,9 @@ def unseen_onnx_line(results: Path) -> str:
         return f"{value:.1f}" if value else "-"
     parts = [f"{n} {ms(r['schedrec_ms'])} / {ms(r.get('onnxruntime_ms'))} / {ms(r.get('pytorch_ms'))}"
              for n, r in rows]
-    return (f"- ONNX models of architectures outside the bank, exported and transferred in the run (k=2, "
+    return (f"- {what}, exported and transferred in the run (k=2, "
             f"{u['selector']}), ms schedrec / ONNX Runtime / PyTorch eager, timed side by side: "
-            + "; ".join(parts) + f" (`{u['command']}`, [table](benchmarks/results/{results.name}/unseen_onnx.md)).")
+            + "; ".join(parts) + f" (`{u['command']}`, [table](benchmarks/results/{results.name}/{name}.md)).")
 
 
 def onnx_coverage_line(results: Path) -> str:
@@ -208,6 +210,8 @@ def render_targets(root: Path) -> str:
                  bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
                  *rankers_table(target_dir)]
         lines += [x for x in (cross_target_line(target_dir, results), onnx_coverage_line(results),
-                               unseen_onnx_line(results), ab_line(results), probes_line(results)) if x]
+                               unseen_onnx_line(results),
+                               unseen_onnx_line(results, "torchvision_onnx", "torchvision models (random weights)"),
+                               ab_line(results), probes_line(results)) if x]
         blocks.append("\n".join(lines).rstrip() + "\n")
     return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"

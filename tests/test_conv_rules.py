@@ -151,6 +151,7 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     assert flat_fits(pointwise, 16) and not flat_fits(pointwise, 8)
     assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, kernel=1), 16)  # over half a vector wide, stride 1
     assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=56, stride=2, kernel=3), 16)  # 28x28: rows too far apart
+    assert flat_fits(_conv_bias_relu(ci=8, co=16, hw=71, kernel=3), 16)  # no column tile divides 71: flat, any size
     flat = rule_schedules(pointwise, [FlatTile(16, 1), FlatTile(8, 2)], lanes=16)
     assert len(flat) == 2 and all("T.vectorized(16)" in s.mod.script() for s in flat)
     scheds = tile_rule_schedules(pointwise, avx512)
@@ -158,10 +159,12 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     _check_against_the_unscheduled_conv(pointwise, scheds[2:], avx512, (64, 32, 7, 7, 1), apply_replayed)
 
 
-@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1), (7, 1, (3, 1))])
+@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1), (7, 1, (3, 1)),
+                                               (17, 1, (7, 1)), (17, 1, 1)])
 def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace(hw, stride, kernel):
     """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector) get flat
-    tiles too, and a 3x1 conv, whose unit tap drops out of the gather: the input gathered into one row per input
+    tiles too, and a 3x1 conv, whose unit tap drops out of the gather, and Inception's 7x1 and 1x1 convs on 17x17
+    maps, which no column tile divides: the input gathered into one row per input
     channel and tap, zero padding and stride resolved in the gather; output-checked against the unscheduled conv,
     border included, and rebuilt from the trace."""
     from recommender.conv_rules import flat_fits

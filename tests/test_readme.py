@@ -99,6 +99,13 @@ def test_the_per_cpu_block_gives_the_unseen_onnx_figures_where_they_were_measure
     line = summary.unseen_onnx_line(tmp_path)
     assert "yolo 32.6 / 14.2 / 29.8; t5 7.1 / - / 12.9 (`python benchmarks/unseen_onnx.py`" in line
     assert "lgbm of llvm-x-2c" in line and "broken" not in line
+    assert summary.unseen_onnx_line(tmp_path, "torchvision_onnx", "torchvision models") == ""
+    (tmp_path / "torchvision_onnx.json").write_text(json.dumps(
+        {"selector": "lgbm of llvm-x-2c", "command": "python benchmarks/torchvision_onnx.py",
+         "models": {"r3d_18": {"schedrec_ms": 266.2, "onnxruntime_ms": 281.7, "pytorch_ms": 277.6}}}))
+    line = summary.unseen_onnx_line(tmp_path, "torchvision_onnx", "torchvision models")
+    assert line.startswith("- torchvision models, ") and "r3d_18 266.2 / 281.7 / 277.6" in line
+    assert "torchvision_onnx.md" in line
 
 
 def test_the_latency_summary_counts_held_out_rows_apart_and_own_records_only_where_a_row_has_them():
