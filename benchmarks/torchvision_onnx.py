@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,8 +25,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from recommender.errors import SchedrecError, run_script  # noqa: E402
-from recommender.fileio import atomic_write_json, atomic_write_text, read_json  # noqa: E402
-from results_dir import results_dir  # noqa: E402
 
 # name -> (builder in torchvision.models, input shape)
 MODELS = {
@@ -46,16 +43,20 @@ KWARGS = {"inception_v3": dict(init_weights=False, aux_logits=False),
 
 def build(name: str):
     """(module returning one tensor, example inputs) for a torchvision model under seed 0."""
-    try:
-        import torchvision
-    except ImportError as err:
-        raise SchedrecError("torchvision is not installed: install the build that matches this torch") from err
     path, shape = MODELS[name]
-    factory = torchvision.models
+    factory = _torchvision().models
     for part in path.split("."):
         factory = getattr(factory, part)
     torch.manual_seed(0)
     return Tensor0(factory(**KWARGS.get(name, {})).eval()).eval(), (torch.randn(*shape),)
+
+
+def _torchvision():
+    try:
+        import torchvision
+    except ImportError as err:
+        raise SchedrecError("torchvision is not installed: install the build that matches this torch") from err
+    return torchvision
 
 
 class Tensor0(torch.nn.Module):
@@ -76,57 +77,16 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=2, help="candidates measured per kernel (2, as make demo)")
     ap.add_argument("--redo", action="store_true", help="transfer and time again the models already there")
     args = ap.parse_args()
-    from recommender.recommend import load_selector
-    from recommender.target import cpu_name, parse_target
-    from recommender.target_dirs import resolve
-    from recommender.transfer.budgeted import budgeted_transfer
-    from unseen_onnx import time_side_by_side
-    names = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        raise SchedrecError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
-    target = parse_target("native")
-    bank_folder, note = resolve(ROOT / "models", target.key)
-    rankers_folder, rnote = resolve(ROOT / "models", target.key, "rankers")
-    for line in {note, rnote} - {None, ""}:
-        print(line, file=sys.stderr)
-    selector = load_selector("lgbm", rankers_folder, bank_folder / "bank")
-    cores = int(target.config.get("num-cores", 1))
-    out = results_dir(target.key)
-    path = out / "torchvision_onnx.json"
-    results = read_json(path) if path.exists() else {}
-    import torchvision
-    results.update({"target_key": target.key, "target": target.config, "cpu": cpu_name(),
-                    "bank": str(bank_folder.relative_to(ROOT) / "bank"), "selector": f"lgbm of {rankers_folder.name}",
-                    "threads": cores, "torch": torch.__version__, "torchvision": torchvision.__version__,
-                    "command": "python benchmarks/torchvision_onnx.py"})
-    rows = results.setdefault("models", {})
-    work = ROOT / "out" / "torchvision_onnx"
-    work.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        if name in rows and not args.redo:
-            continue
-        t0 = time.time()
+    from unseen_onnx import run_transfers
+
+    def export(name: str, work: Path) -> tuple[str, object, tuple, dict]:
         model, inputs = build(name)
         spec = str(work / f"{name}.onnx")
         with torch.no_grad():
             torch.onnx.export(model, inputs, spec, dynamo=False, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
-        report = budgeted_transfer(spec, target, bank_folder / "bank", work / name, selector, per_kernel=args.k,
-                                   untuned=False, recommender=selector.name, tune_missing=32)
-        row = time_side_by_side(spec, work / name / "database", model, inputs, target, cores)
-        t = report["totals"]
-        row.update({"input": list(MODELS[name][1]), "kernels": t["kernels"], "search_s": t["search_s"],
-                    "flop_coverage_transferred": round(t["flop_coverage_transferred"], 4),
-                    "flop_coverage_chosen": round(t["flop_coverage_chosen"], 4),
-                    "time_share_default": t["time_share_default"], "kernels_short_tuned": t.get("kernels_short_tuned", 0),
-                    "flop_share_chosen_rule": round(t.get("flop_share_chosen_rule", 0.0), 4),
-                    "per_kernel": args.k, "date": time.strftime("%Y-%m-%d"), "seconds": round(time.time() - t0, 1)})
-        rows[name] = row
-        atomic_write_json(str(path), results)
-        atomic_write_text(str(out / "torchvision_onnx.md"), markdown(results))
-        print(f"{name}: schedrec {row.get('schedrec_ms')} ms, ONNX Runtime {row.get('onnxruntime_ms')} ms, "
-              f"PyTorch {row.get('pytorch_ms')} ms (search {row['search_s']:.0f} s)", flush=True)
-    print(f"wrote {path} and .md")
+        return spec, model, inputs, {"input": list(MODELS[name][1])}
+    run_transfers("torchvision_onnx", args.models, list(MODELS), args.k, args.redo, export, markdown,
+                  {"torch": torch.__version__, "torchvision": _torchvision().__version__})
 
 
 def markdown(results: dict) -> str:

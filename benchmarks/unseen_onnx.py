@@ -82,16 +82,30 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=2, help="candidates measured per kernel (2, as make demo)")
     ap.add_argument("--redo", action="store_true", help="transfer and time again the models already there")
     args = ap.parse_args()
+    from tests.onnx_nets import export_onnx
+
+    def export(name: str, work: Path) -> tuple[str, object, tuple, dict]:
+        torch_model, torch_args = build(name)
+        spec = export_onnx(torch_model, torch_args, str(work / f"{name}.onnx"), {"x0": {0: "batch"}})
+        return spec, torch_model, torch_args, {"size": SIZES[name][1]}
+    run_transfers("unseen_onnx", args.models, list(SIZES), args.k, args.redo, export, markdown)
+
+
+def run_transfers(name: str, models: str, known: list[str], k: int, redo: bool, export, markdown,
+                  header: dict | None = None) -> None:
+    """For each of the comma-separated `models` (of `known`) not yet in benchmarks/results/<key>/<name>.json
+    (all with `redo`): `export(model, work folder)` -> (ONNX spec, torch module, its inputs, fields of the row),
+    the shipped default's transfer (k per kernel), `time_side_by_side`; the row is written to <name>.json and
+    the table, `markdown(results)`, to <name>.md after each model (resumable)."""
     from recommender.errors import SchedrecError
     from recommender.recommend import load_selector
     from recommender.target import cpu_name, parse_target
     from recommender.target_dirs import resolve
     from recommender.transfer.budgeted import budgeted_transfer
-    from tests.onnx_nets import export_onnx
-    names = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(names) - set(SIZES))
+    names = [m for m in models.split(",") if m]
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SchedrecError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(SIZES)}")
+        raise SchedrecError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")
     target = parse_target("native")
     bank_folder, note = resolve(ROOT / "models", target.key)
     rankers_folder, rnote = resolve(ROOT / "models", target.key, "rankers")
@@ -100,35 +114,35 @@ def main() -> None:
     selector = load_selector("lgbm", rankers_folder, bank_folder / "bank")
     cores = int(target.config.get("num-cores", 1))
     out = results_dir(target.key)
-    path = out / "unseen_onnx.json"
+    path = out / f"{name}.json"
     results = read_json(path) if path.exists() else {}
     results.update({"target_key": target.key, "target": target.config, "cpu": cpu_name(),
                     "bank": str(bank_folder.relative_to(ROOT) / "bank"), "selector": f"lgbm of {rankers_folder.name}",
-                    "threads": cores, "command": "python benchmarks/unseen_onnx.py"})
+                    "threads": cores, **(header or {}), "command": f"python benchmarks/{name}.py"})
     rows = results.setdefault("models", {})
-    work = ROOT / "out" / "unseen_onnx"
+    work = ROOT / "out" / name
     work.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        if name in rows and not args.redo:
+    for model in names:
+        if model in rows and not redo:
             continue
         t0 = time.time()
-        torch_model, torch_args = build(name)
-        spec = export_onnx(torch_model, torch_args, str(work / f"{name}.onnx"), {"x0": {0: "batch"}})
-        run_dir = work / name
-        report = budgeted_transfer(spec, target, bank_folder / "bank", run_dir, selector, per_kernel=args.k,
+        spec, torch_model, torch_args, fields = export(model, work)
+        run_dir = work / model
+        report = budgeted_transfer(spec, target, bank_folder / "bank", run_dir, selector, per_kernel=k,
                                    untuned=False, recommender=selector.name, tune_missing=32)
         row = time_side_by_side(spec, run_dir / "database", torch_model, torch_args, target, cores)
         t = report["totals"]
-        row.update({"size": SIZES[name][1], "kernels": t["kernels"], "search_s": t["search_s"],
+        row.update({**fields, "kernels": t["kernels"], "search_s": t["search_s"],
                     "flop_coverage_transferred": round(t["flop_coverage_transferred"], 4),
+                    "flop_coverage_chosen": round(t["flop_coverage_chosen"], 4),
                     "time_share_default": t["time_share_default"], "kernels_via_samples": t["kernels_via_samples"],
                     "kernels_short_tuned": t.get("kernels_short_tuned", 0),
                     "flop_share_chosen_rule": round(t.get("flop_share_chosen_rule", 0.0), 4),
-                    "per_kernel": args.k, "date": time.strftime("%Y-%m-%d"), "seconds": round(time.time() - t0, 1)})
-        rows[name] = row
+                    "per_kernel": k, "date": time.strftime("%Y-%m-%d"), "seconds": round(time.time() - t0, 1)})
+        rows[model] = row
         atomic_write_json(str(path), results)
-        atomic_write_text(str(out / "unseen_onnx.md"), markdown(results))
-        print(f"{name}: schedrec {row.get('schedrec_ms')} ms, ONNX Runtime {row.get('onnxruntime_ms')} ms, "
+        atomic_write_text(str(out / f"{name}.md"), markdown(results))
+        print(f"{model}: schedrec {row.get('schedrec_ms')} ms, ONNX Runtime {row.get('onnxruntime_ms')} ms, "
               f"PyTorch {row.get('pytorch_ms')} ms (search {row['search_s']:.0f} s)", flush=True)
     print(f"wrote {path} and .md")
 
