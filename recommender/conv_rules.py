@@ -214,7 +214,7 @@ def _conv_block(sch: object) -> object | None:
         return None
     block = sch.get(conv)
     kinds = [int(iv.iter_type) for iv in block.iter_vars]
-    spatial = 5 if sch.get(conv).name_hint.startswith("conv3d") else 4
+    spatial = 5 if block.name_hint.startswith("conv3d") else 4
     if kinds != [0] * spatial + [2] * (spatial - 1) or len(sch.get_loops(conv)) != len(kinds):
         return None
     if not _column_stride_fits(block):
