@@ -5,7 +5,9 @@ TVM's Relax ONNX frontend turns that arithmetic into symbolic scalars, and some 
 dtype the next operator refuses (a float64 scale in attention). With every input dim known, those
 subgraphs are constant: `make_static` writes the dims into the graph inputs, infers the shapes, and
 evaluates every node whose inputs are all known (constants, or the `Shape` of a tensor of static shape)
-with ONNX's reference evaluator, keeping the graph's own dtypes.
+with ONNX's reference evaluator, keeping the graph's own dtypes. An `If` whose condition that folding made
+constant (a test on a static dim, as torch's traced `local_response_norm` writes) is replaced by the nodes of
+the branch it takes, which TVM's frontend, having no `If`, then imports.
 """
 from __future__ import annotations
 
@@ -45,14 +47,21 @@ def _folded(model: object, static: dict[str, list[int]]) -> object | None:
     import onnx
     from onnx import numpy_helper
     known = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    kept = []
+    kept, changed = [], False
     for node in model.graph.node:
+        if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input[0] in known:
+            nodes, constants = _taken_branch(node, bool(np.asarray(known[node.input[0]]).reshape(-1)[0]))
+            kept += nodes
+            known.update(constants)
+            changed = True
+            continue
         values = _fold(node, known, static, list(model.opset_import))
         if values is None:
             kept.append(node)
         else:
             known.update(zip(node.output, values))
-    if len(kept) == len(model.graph.node):
+            changed = True
+    if not changed:
         return None
     used = {i for n in kept for i in n.input} | {o.name for o in model.graph.output}
     graph = model.graph
@@ -60,6 +69,44 @@ def _folded(model: object, static: dict[str, list[int]]) -> object | None:
     new_graph = onnx.helper.make_graph(kept, graph.name, list(graph.input), list(graph.output), inits,
                                        value_info=[])
     return onnx.helper.make_model(new_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def _taken_branch(node: object, condition: bool) -> tuple[list, dict[str, np.ndarray]]:
+    """The nodes of the branch an `If` takes under a constant `condition`, and the branch's initializers: names
+    made inside the branch get the If's output names (its results) or a prefix unique to this If (the rest), so
+    that none clashes with the outer graph's; names from the outer scope stay as they are."""
+    import onnx
+    from onnx import numpy_helper
+    branch = next(a.g for a in node.attribute if a.name == ("then_branch" if condition else "else_branch"))
+    prefix = f"{node.output[0]}/{'then' if condition else 'else'}/"
+    inner = {o for n in branch.node for o in n.output if o} | {t.name for t in branch.initializer}
+    rename = {name: prefix + name for name in inner}
+    passed = []  # results that are an outer tensor, or a branch tensor handed back twice: copied by Identity
+    for out, result in zip(branch.output, node.output):
+        if out.name in inner and rename[out.name].startswith(prefix):
+            rename[out.name] = result
+        else:
+            passed.append((out.name, result))
+    nodes = []
+    for inner_node in branch.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner_node)
+        _rename_inputs(copy, rename)
+        copy.output[:] = [rename.get(o, o) for o in copy.output]
+        copy.name = prefix + copy.name if copy.name else ""
+        nodes.append(copy)
+    nodes += [onnx.helper.make_node("Identity", [rename.get(name, name)], [result]) for name, result in passed]
+    constants = {rename[t.name]: numpy_helper.to_array(t) for t in branch.initializer}
+    return nodes, constants
+
+
+def _rename_inputs(node: object, rename: dict[str, str]) -> None:
+    """Rename `node`'s inputs, and those of the nodes in its subgraphs that read the outer scope."""
+    node.input[:] = [rename.get(i, i) for i in node.input]
+    for attribute in node.attribute:
+        for graph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+            for inner in graph.node:
+                _rename_inputs(inner, rename)
 
 
 def _with_input_dims(model: object, shapes: dict[str, list[int]]) -> object:

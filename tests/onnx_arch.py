@@ -1,6 +1,8 @@
 """More architectures outside the zoo, for ONNX import: the operators and idioms that other model families
 bring (shifted-window attention, channel shuffle, nearest-neighbour upsampling, RMS norms, causal masks over
-token ids, instance norms with reflection padding, fire modules with ceil-mode pooling, conformer blocks).
+token ids, instance norms with reflection padding, fire modules with ceil-mode pooling, conformer blocks,
+depth-to-space upscaling, group norms with a timestep input and fused attention, dilated convs with bilinear
+resizes, and a run of activations with a local response norm).
 Each builder returns (model in eval mode, example inputs), under a fixed seed; sizes are small enough for a
 test and shaped like the real thing."""
 from __future__ import annotations
@@ -284,6 +286,88 @@ def r3d(ch: int = 16, frames: int = 8, image: int = 56):
     return model.eval(), (torch.randn(1, 3, frames, image, image),)
 
 
+def espcn(ch: int = 32, image: int = 48, scale: int = 3):
+    """A sub-pixel super-resolution net (ESPCN): tanh convs, then PixelShuffle (ONNX DepthToSpace)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, ch, 5, padding=2), nn.Tanh(), nn.Conv2d(ch, ch // 2, 3, padding=1), nn.Tanh(),
+                          nn.Conv2d(ch // 2, 3 * scale * scale, 3, padding=1), nn.PixelShuffle(scale))
+    return model.eval(), (torch.randn(1, 3, image, image),)
+
+
+class TimestepResBlock(nn.Module):
+    """A diffusion U-Net's residual block: group norm, SiLU, 3x3 convs, a timestep embedding added per channel."""
+
+    def __init__(self, ch: int, embed: int) -> None:
+        super().__init__()
+        self.n1, self.n2 = nn.GroupNorm(8, ch), nn.GroupNorm(8, ch)
+        self.c1, self.c2 = nn.Conv2d(ch, ch, 3, padding=1), nn.Conv2d(ch, ch, 3, padding=1)
+        self.t = nn.Linear(embed, ch)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        h = self.c1(F.silu(self.n1(x))) + self.t(F.silu(t))[:, :, None, None]
+        return x + self.c2(F.silu(self.n2(h)))
+
+
+class DiffusionMiddle(nn.Module):
+    """A diffusion U-Net's middle: two timestep residual blocks around a spatial self-attention written with
+    F.scaled_dot_product_attention; two inputs (latents and a timestep embedding)."""
+
+    def __init__(self, ch: int = 64, embed: int = 32) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Conv2d(4, ch, 3, padding=1), nn.Conv2d(ch, 4, 3, padding=1)
+        self.r1, self.r2 = TimestepResBlock(ch, embed), TimestepResBlock(ch, embed)
+        self.norm, self.qkv, self.proj = nn.GroupNorm(8, ch), nn.Conv2d(ch, 3 * ch, 1), nn.Conv2d(ch, ch, 1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        h = self.r1(self.inp(x), t)
+        b, c, height, width = h.shape
+        q, k, v = (z.transpose(1, 2)[:, None] for z in self.qkv(self.norm(h)).reshape(b, 3, c, height * width).unbind(1))
+        a = F.scaled_dot_product_attention(q, k, v)[:, 0].transpose(1, 2).reshape(b, c, height, width)
+        return self.out(self.r2(h + self.proj(a), t))
+
+
+def diffusion(ch: int = 64, image: int = 16, embed: int = 32):
+    torch.manual_seed(0)
+    return DiffusionMiddle(ch, embed).eval(), (torch.randn(1, 4, image, image), torch.randn(1, embed))
+
+
+class ASPP(nn.Module):
+    """DeepLab's atrous spatial pyramid pooling after a strided stem: a 1x1 conv, 3x3 convs of dilation 2, 4
+    and 6, image pooling resized back bilinearly; the projection upsampled bilinearly by 2."""
+
+    def __init__(self, ch: int = 64, branch: int = 32, classes: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, ch, 3, 2, 1), nn.BatchNorm2d(ch), nn.ReLU())
+        self.branches = nn.ModuleList([nn.Conv2d(ch, branch, 1)] +
+                                      [nn.Conv2d(ch, branch, 3, padding=d, dilation=d) for d in (2, 4, 6)])
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(ch, branch, 1))
+        self.proj = nn.Conv2d(5 * branch, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        pooled = F.interpolate(self.pool(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        y = self.proj(torch.cat([F.relu(c(x)) for c in self.branches] + [pooled], 1))
+        return F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def aspp(image: int = 64):
+    torch.manual_seed(0)
+    return ASPP().eval(), (torch.randn(1, 3, image, image),)
+
+
+def activations(ch: int = 32, image: int = 32):
+    """Convs between PReLU, LeakyReLU, Mish, HardSwish, ELU, Softplus, a local response norm (traced by torch
+    into an If on the input's rank), tanh GELU and HardSigmoid; global max pooling and a log-softmax head."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, ch, 3, padding=1), nn.PReLU(ch), nn.Conv2d(ch, ch, 3, padding=1), nn.LeakyReLU(0.1),
+        nn.Conv2d(ch, ch, 3, padding=1, groups=ch), nn.Mish(), nn.Conv2d(ch, ch, 1), nn.Hardswish(),
+        nn.Conv2d(ch, ch, 1), nn.ELU(), nn.Conv2d(ch, ch, 1), nn.Softplus(), nn.LocalResponseNorm(5),
+        nn.Conv2d(ch, ch, 3, stride=2), nn.GELU(approximate="tanh"), nn.Hardsigmoid(),
+        nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(ch, 10), nn.LogSoftmax(-1))
+    return model.eval(), (torch.randn(1, 3, image, image),)
+
+
 # video models: no bank model has a conv3d, so their convs have no donor and get the conv rule's tiles instead
 VIDEO_ARCHITECTURES = {"r3d": r3d}
 
@@ -296,6 +380,10 @@ ARCHITECTURES = {
     "style_transfer": style_transfer,
     "squeezenet": squeezenet,
     "conformer": conformer,
+    "espcn": espcn,
+    "diffusion": diffusion,
+    "aspp": aspp,
+    "activations": activations,
 }
 
 

@@ -1,6 +1,8 @@
 """Architectures outside the zoo, exported to ONNX in the test (tests/onnx_arch.py): shifted-window
 attention, channel shuffle, SPPF and nearest upsampling, RMS norms over token ids, causal masks and a tied LM
-head, instance norms with reflection padding, fire modules, conformer blocks; and Hugging Face models built
+head, instance norms with reflection padding, fire modules, conformer blocks, depth-to-space, group norms around
+fused attention, dilated convs with bilinear resizes, a local response norm that torch traces into an If; and
+Hugging Face models built
 from small configs (T5's encoder, Swin, wav2vec 2.0, DeBERTa-v2). Each must import with a dynamic batch dim,
 compute what ONNX Runtime computes, and have a bank donor (same class or same anchor) for at least 95% of its
 FLOPs, so that transfer schedules it instead of leaving plain loops."""
