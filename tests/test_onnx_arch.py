@@ -2,8 +2,7 @@
 attention, channel shuffle, SPPF and nearest upsampling, RMS norms over token ids, causal masks and a tied LM
 head, instance norms with reflection padding, fire modules, conformer blocks, depth-to-space, group norms around
 fused attention, dilated convs with bilinear resizes, a local response norm that torch traces into an If; and
-Hugging Face models built
-from small configs (T5's encoder, Swin, wav2vec 2.0, DeBERTa-v2). Each must import with a dynamic batch dim,
+Hugging Face models built from small configs (T5's encoder, Swin, wav2vec 2.0, DeBERTa-v2). Each must import with a dynamic batch dim,
 compute what ONNX Runtime computes, and have a bank donor (same class or same anchor) for at least 95% of its
 FLOPs, so that transfer schedules it instead of leaving plain loops."""
 from __future__ import annotations
@@ -120,7 +119,7 @@ def test_a_video_models_conv3ds_import_compute_as_onnxruntime_and_get_the_conv_r
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["gpt", "yolo", "conformer"])
+@pytest.mark.parametrize("name", ["gpt", "yolo", "conformer", "espcn", "activations"])
 def test_torch_default_exporter_models_import_and_have_donors(name, target, tmp_path, shipped_bank_index):
     """torch.onnx.export's default since torch 2.9 goes through torch.export and writes opset 20: Gelu and
     LayerNormalization as single ops, a symbolic batch dim named by torch.export.Dim. What users export today
