@@ -64,6 +64,24 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
     `samples` random draws. A conv kernel of 2 MFLOP or more also gets the conv rule's register tiles after its
     donors, a matmul or batch matmul the matmul rule's (`tile_rule_candidates`)."""
     t0 = time.perf_counter()
+    cands = donor_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback,
+                             min_class_models)
+    match = kernel_match((c.source.match, c.status == OK) for c in cands)
+    tiles = (tile_rule_candidates(kernel, measurer) if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS
+             else [])
+    own = own_space_candidates(kernel, measurer, target, tune_trials, samples, cands, tiles)
+    if own:
+        cands, match = cands + own, SAMPLED
+    if tiles:
+        cands = cands + tiles
+        match = kernel_match((c.source.match, c.status == OK) for c in cands)
+    return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
+
+
+def donor_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
+                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool,
+                     min_class_models: int) -> list[Candidate]:
+    """The bank's donors replayed onto the kernel (failed replays included): `find_candidates`' first step."""
     sources = (index.pool_for(kernel, top_n, exclude_models, cap, min_class_models) if anchor_fallback
                else index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=CLASS))
     cands = replay_candidates(kernel, sources, target, isolated=measurer) if sources else []
@@ -71,24 +89,25 @@ def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target
         anchors = index.sources_for(kernel, top_n=top_n, exclude_models=exclude_models, cap=cap, match=ANCHOR)
         if anchors:
             cands += replay_candidates(kernel, anchors, target, isolated=measurer)
-    match = kernel_match((c.source.match, c.status == OK) for c in cands)
-    tiles = (tile_rule_candidates(kernel, measurer) if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS
-             else [])
+    return cands
+
+
+def own_space_candidates(kernel: Kernel, measurer: Measurer, target: object, tune_trials: int, samples: int,
+                         donors: list[Candidate], tiles: list[Candidate]) -> list[Candidate]:
+    """Where no donor replayed: the kernel's own design space (SAMPLED), the best records of a `tune_trials`
+    search unless its tile rule built something, else (or where the search found nothing) up to `samples`
+    random draws. Empty where a donor replayed, or neither is asked for."""
     # no search where the kernel's tile rule builds: on all 24 kernels whose candidates had both (RegNet's
     # grouped convs, llvm-znver3/4/5-2c latency runs), the rule's best beat the 32-trial search's best
+    cands = donors
     if tune_trials and not any(c.status == OK for c in cands + tiles):
         searched = replay_candidates(kernel, short_tune(kernel, measurer, target, tune_trials), target,
                                      isolated=measurer)
         if any(c.status == OK for c in searched):
-            cands, match = cands + searched, SAMPLED
+            return searched
     if samples and not any(c.status == OK for c in cands):
-        drawn = sampled_candidates(kernel, measurer, samples)
-        if drawn:
-            cands, match = cands + drawn, SAMPLED
-    if tiles:
-        cands = cands + tiles
-        match = kernel_match((c.source.match, c.status == OK) for c in cands)
-    return FoundCandidates(kernel, cands, match, time.perf_counter() - t0)
+        return sampled_candidates(kernel, measurer, samples)
+    return []
 
 
 def tile_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
