@@ -9,8 +9,13 @@ graph into operators it maps to matmuls (run on a graph whose shapes `onnx_stati
   as in the ONNX operator definitions (peepholes, reverse and bidirectional directions,
   ``linear_before_reset``; Sigmoid, Tanh and Relu activations).
 
+- ``Attention`` (opset 23 and later, what torch.onnx writes for ``scaled_dot_product_attention`` at those
+  opsets; the frontend fails on it): MatMul, scale, mask, Softmax, MatMul, with 3-D inputs split into heads
+  and grouped key/value heads repeated, as in the operator's definition (bool or additive masks, causal).
+
 A node of a form not covered (clip, input_forget, activation parameters, sequence lengths other than the
-full sequence, weights that are not constants, dynamic shapes) is kept, and the frontend's own error or
+full sequence, weights that are not constants, dynamic shapes; attention with a key/value cache, a
+soft cap, a sliding window, or its intermediate outputs used) is kept, and the frontend's own error or
 the unsupported-operator message names it. Every rewrite computes what the operator does (tests compare
 with ONNX Runtime).
 """
@@ -32,7 +37,7 @@ def rewrite_for_frontend(model: object, static_shapes: dict[str, list[int]]) -> 
     import onnx
     from onnx import numpy_helper
 
-    targets = {"Einsum", "LSTM", "GRU", "RNN"}
+    targets = {"Einsum", "LSTM", "GRU", "RNN", "Attention"}
     if not any(n.op_type in targets for n in model.graph.node) or _opset(model) < _MIN_OPSET:
         return model
     consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -41,6 +46,7 @@ def rewrite_for_frontend(model: object, static_shapes: dict[str, list[int]]) -> 
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
             shapes.setdefault(n.output[0], list(consts[n.output[0]].shape))
+    types = _elem_types(model) if any(n.op_type == "Attention" for n in model.graph.node) else {}
     nodes, added, changed = [], [], False
     for i, node in enumerate(model.graph.node):
         b = _Builder(f"_rw{i}_", added)
@@ -49,6 +55,8 @@ def rewrite_for_frontend(model: object, static_shapes: dict[str, list[int]]) -> 
             done = _einsum(node, shapes, b)
         elif node.op_type in ("LSTM", "GRU", "RNN"):
             done = _recurrent(node, shapes, consts, b)
+        elif node.op_type == "Attention" and node.domain in ("", "ai.onnx"):
+            done = _attention(node, shapes, types, b)
         nodes.extend(b.nodes if done else [node])
         changed = changed or done
     if not changed:
@@ -61,6 +69,20 @@ def rewrite_for_frontend(model: object, static_shapes: dict[str, list[int]]) -> 
 def _attrs(node: object) -> dict:
     from onnx import helper
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _elem_types(model: object) -> dict[str, int]:
+    """The ONNX element type of every tensor whose type inference finds one."""
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    g = inferred.graph
+    types = {t.name: t.data_type for t in g.initializer}
+    types.update({v.name: v.type.tensor_type.elem_type for v in list(g.input) + list(g.value_info) + list(g.output)
+                  if v.type.tensor_type.elem_type})
+    return types
 
 
 def _opset(model: object) -> int:
@@ -286,3 +308,55 @@ def _emit(b: _Builder, parts: list, axis: int, perm: list[int] | None, name: str
         b.op("Identity", [joined], name)
     else:
         b.transpose(joined, perm, out=name)
+
+
+# ---- Attention (opset 23) ------------------------------------------------------------------------------
+
+_NEG = float(np.finfo(np.float32).min)  # a masked score: exp() of it minus the row's max is 0
+
+
+def _attention(node: object, shapes: dict, types: dict, b: _Builder) -> bool:
+    """Attention without a key/value cache: softmax(Q K^T * scale + mask) V per head."""
+    from onnx import TensorProto
+    a = _attrs(node)
+    q, k, v, mask, past_k, past_v, nonpad = (list(node.input) + [""] * 7)[:7]
+    if (past_k or past_v or nonpad or any(node.output[1:]) or a.get("softcap", 0.0)
+            or a.get("left_window_size", -1) >= 0 or a.get("right_window_size", -1) >= 0
+            or types.get(q) != TensorProto.FLOAT):
+        return False
+    qs, ks, vs = shapes.get(q), shapes.get(k), shapes.get(v)
+    if None in (qs, ks, vs) or not len(qs) == len(ks) == len(vs) or len(qs) not in (3, 4):
+        return False
+    if len(qs) == 3:  # [batch, seq, heads * head size]: split into heads
+        hq, hkv = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
+        if not hq or not hkv or qs[2] % hq or ks[2] % hkv or vs[2] % hkv:
+            return False
+        batch, sq, skv, d, dv = qs[0], qs[1], ks[1], qs[2] // hq, vs[2] // hkv
+        q4, k4, v4 = (b.transpose(b.reshape(x, [batch, s, h, size]), [0, 2, 1, 3])
+                      for x, s, h, size in ((q, sq, hq, d), (k, skv, hkv, d), (v, skv, hkv, dv)))
+    else:
+        (batch, hq, sq, d), (hkv, skv), dv = qs, ks[1:3], vs[3]
+        q4, k4, v4 = q, k, v
+    if hq != hkv:  # grouped key/value heads: each serves hq / hkv query heads in a row
+        if hq % hkv:
+            return False
+        k4, v4 = (b.reshape(b.op("Expand", [b.reshape(x, [batch, hkv, 1, skv, size]),
+                                            b.const(np.array([batch, hkv, hq // hkv, skv, size], np.int64))]),
+                            [batch, hq, skv, size]) for x, size in ((k4, d), (v4, dv)))
+    scale = a.get("scale") or 1.0 / float(np.sqrt(d))
+    scores = b.op("Mul", [b.op("MatMul", [q4, b.transpose(k4, [0, 1, 3, 2])]), b.const(np.array(scale, np.float32))])
+    if mask:
+        if (shapes.get(mask) or [None])[-1] != skv or types.get(mask) not in (TensorProto.BOOL, TensorProto.FLOAT):
+            return False  # a mask shorter than the keys (padded by the operator) is not rewritten
+        scores = (b.op("Where", [mask, scores, b.const(np.array(_NEG, np.float32))])
+                  if types[mask] == TensorProto.BOOL else b.op("Add", [scores, mask]))
+    if a.get("is_causal", 0):  # query i attends keys j <= i
+        allowed = np.arange(skv)[None, :] <= np.arange(sq)[:, None]
+        scores = b.op("Where", [b.const(allowed), scores, b.const(np.array(_NEG, np.float32))])
+    out = b.op("MatMul", [b.op("Softmax", [scores], axis=-1), v4])
+    if len(qs) == 3:
+        b.reshape(b.transpose(out, [0, 2, 1, 3]), [batch, sq, hq * dv], out=node.output[0])
+    else:
+        b.op("Identity", [out], node.output[0])
+    return True
+

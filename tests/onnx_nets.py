@@ -153,3 +153,20 @@ class Mixer(nn.Module):
             x = x + tok(self.norms[2 * i](x).transpose(1, 2)).transpose(1, 2)
             x = x + ch(self.norms[2 * i + 1](x))
         return self.head(x.mean(1))
+
+
+class CausalAttentionBlock(nn.Module):
+    """A pre-norm causal self-attention block: nn.RMSNorm, a fused QKV projection, F.scaled_dot_product_attention
+    (one Attention node when exported at opset 23 or later), an output projection and a residual."""
+
+    def __init__(self, d: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads, self.norm = heads, nn.RMSNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.out(y.transpose(1, 2).reshape(b, t, d))
