@@ -36,6 +36,10 @@ SIZES = {
     "gpt": ("gpt", dict(seq=128, vocab=8192, d=256, heads=4, layers=4)),
     "shufflenet": ("shufflenet", dict(ch=116, image=224)),
     "squeezenet": ("squeezenet", dict(image=224)),
+    "espcn": ("espcn", dict(ch=64, image=224)),
+    "diffusion": ("diffusion", dict(ch=256, image=32, embed=256)),
+    "aspp": ("aspp", dict(image=256, ch=128, branch=128, classes=21)),
+    "activations": ("activations", dict(ch=64, image=112)),
 }
 DEFAULT = "yolo,swin,t5,conformer,style_transfer"
 

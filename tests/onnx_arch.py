@@ -350,9 +350,9 @@ class ASPP(nn.Module):
         return F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
 
 
-def aspp(image: int = 64):
+def aspp(image: int = 64, ch: int = 64, branch: int = 32, classes: int = 8):
     torch.manual_seed(0)
-    return ASPP().eval(), (torch.randn(1, 3, image, image),)
+    return ASPP(ch, branch, classes).eval(), (torch.randn(1, 3, image, image),)
 
 
 def activations(ch: int = 32, image: int = 32):
