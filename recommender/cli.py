@@ -501,8 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def shape_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
-                        help="bind an ONNX input's dynamic dims, e.g. x=1,3,224,224 (repeat per input; an unbound "
-                             "dynamic batch dim is taken as 1)")
+                        help="bind an ONNX input's dynamic dims, e.g. x=1,3,224,224, or a named dim wherever it "
+                             "appears, e.g. seq=128 (repeat per input or dim; a named dim bound in one input holds "
+                             "in the others; an unbound dynamic batch dim is taken as 1)")
 
     def fallback_opt(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--fallback-samples", type=_int_at_least(0, "a sample count", "0 or more"), default=4,

@@ -6,8 +6,10 @@ A model spec is one of:
 - a path ending in ``.pt2``: a program saved with ``torch.export.save``.
 
 An ONNX spec may bind input dims that the file leaves dynamic: ``model.onnx?x=1,3,224,224&mask=1,128``
-(`with_input_shapes` writes it; the CLI's ``--input-shape x=1,3,224,224`` does). A dynamic leading dim left
-unbound is taken as batch 1 (with a note); any other unbound dim is an error that names it.
+(`with_input_shapes` writes it; the CLI's ``--input-shape x=1,3,224,224`` does), or a named (symbolic) dim
+wherever it appears: ``model.onnx?seq=128``. A named dim bound in one input's shape holds in every input
+that has it. A dynamic leading dim left unbound is taken as batch 1 (with a note); any other unbound dim is
+an error that names it.
 """
 from __future__ import annotations
 
@@ -219,18 +221,32 @@ def load_onnx(path: str) -> object:
 def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "model",
                       log=None) -> dict[str, list[int]]:
     """Static shapes of the ONNX graph's inputs: the file's dims, the `bound` ones, and batch 1 for a dynamic
-    leading dim left unbound (noted through `log`). Raises ModelImportError naming what stays unbound."""
+    leading dim left unbound (noted through `log`). A key of `bound` that names no input but a symbolic dim
+    (`seq=128`) binds that dim in every input that has it, and a symbolic dim bound in one input's shape holds
+    in the others (`input_ids=1,128` binds `attention_mask`'s [batch, sequence] too). Raises
+    ModelImportError naming what stays unbound."""
     log = log or (lambda m: print(m, file=sys.stderr))
     params = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in params]
     names = [i.name for i in inputs]
-    unknown = sorted(set(bound) - set(names))
+    dims_of = {i.name: [(d.dim_value if d.HasField("dim_value") else None, d.dim_param or "?")
+                        for d in i.type.tensor_type.shape.dim] for i in inputs}
+    symbols = sorted({label for dims in dims_of.values() for v, label in dims if v is None and label != "?"})
+    unknown = sorted(set(bound) - set(names) - set(symbols))
     if unknown:
-        raise ModelImportError(f"{path}: no input named {', '.join(unknown)}; its inputs are {', '.join(names)}")
+        raise ModelImportError(f"{path}: no input named {', '.join(unknown)}; its inputs are {', '.join(names)}"
+                               + (f" and its named dims {', '.join(symbols)}" if symbols else ""))
+    values = {}  # symbolic dim -> value, from dims bound by name and from the shapes given per input
+    for name, given in bound.items():
+        if name in dims_of:
+            continue
+        if len(given) != 1:
+            raise ModelImportError(f"{path}: {name} is a named dim: bind it to one value ({name}=N), not "
+                                   f"{','.join(map(str, given))}")
+        values[name] = given[0]
     shapes, unbound, batch_one = {}, [], []
     for i in inputs:
-        dims = [(d.dim_value if d.HasField("dim_value") else None, d.dim_param or "?")
-                for d in i.type.tensor_type.shape.dim]
+        dims = dims_of[i.name]
         if i.name in bound:
             given = bound[i.name]
             clash = [k for k, (v, _) in enumerate(dims) if v is not None and k < len(given) and given[k] != v]
@@ -239,10 +255,18 @@ def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "m
                                        f"[{', '.join(str(v) if v is not None else p for v, p in dims)}]; "
                                        f"{','.join(map(str, given))} does not fit it")
             shapes[i.name] = list(given)
+            for (v, label), g in zip(dims, given):
+                if v is None and label != "?":
+                    if values.setdefault(label, g) != g:
+                        raise ModelImportError(f"{path}: dim {label} bound to both {values[label]} and {g}")
+    for i in inputs:
+        if i.name in bound:
             continue
         shape = []
-        for k, (v, label) in enumerate(dims):
-            if v is None and k == 0:
+        for k, (v, label) in enumerate(dims_of[i.name]):
+            if v is None and label in values:
+                v = values[label]
+            elif v is None and k == 0:
                 batch_one.append(f"{i.name}[0] ({label})")
                 v = 1
             elif v is None:
@@ -250,9 +274,12 @@ def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "m
             shape.append(v)
         shapes[i.name] = shape
     if unbound:
+        example = next(i.name for i in inputs if any(u.startswith(f"{i.name}[") for u in unbound))
         raise ModelImportError(f"{path}: dynamic input dims left unbound: {', '.join(unbound)}; give every "
                                f"dynamic input's shape, e.g. --input-shape "
-                               f"{inputs[0].name}={','.join(str(d or 1) for d in shapes[inputs[0].name])}")
+                               f"{example}={','.join(str(d or 1) for d in shapes[example])}"
+                               + (", or a named dim's value, e.g. --input-shape "
+                                  f"{unbound[0].split('(')[-1].rstrip(')')}=N" if "(?)" not in unbound[0] else ""))
     if batch_one:
         log(f"note: {path}: dynamic batch dim {', '.join(batch_one)} taken as 1 (--input-shape NAME=... to choose)")
     return shapes

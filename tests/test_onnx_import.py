@@ -115,3 +115,29 @@ def test_onnx_encoder_flops_are_covered_by_the_shipped_bank(target, shipped_bank
             found = find_candidates(k, index, m, target.tvm(), top_n=1, exclude_models=(), cap=3)
             covered += s if found.valid else 0.0
     assert covered >= 0.95, f"{100 * covered:.1f}% of FLOPs covered"
+
+
+def _two_input_graph():
+    """y = a + b, both inputs of dims [batch, seq, 4] (named dims, as exporters write them)."""
+    from onnx import TensorProto, helper
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "seq", 4]) for n in ("a", "b", "y")]
+    return helper.make_model(helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g", value[:2],
+                                               value[2:]), opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_named_dims_bind_every_input_that_has_them():
+    """`input_ids=1,128` must bind `attention_mask`'s [batch, sequence] too, and `seq=128` every input's seq."""
+    from recommender.model_import import onnx_input_shapes
+    model, notes = _two_input_graph(), []
+    assert onnx_input_shapes(model, {"a": [2, 5, 4]}, log=notes.append) == {"a": [2, 5, 4], "b": [2, 5, 4]}
+    assert notes == []  # the batch dim came from `a`, not the default
+    assert onnx_input_shapes(model, {"seq": [7]}, log=notes.append) == {"a": [1, 7, 4], "b": [1, 7, 4]}
+    assert "a[0] (batch), b[0] (batch) taken as 1" in notes[0]
+    with pytest.raises(ModelImportError, match=r"unbound: a\[1\] \(seq\), b\[1\] \(seq\).*--input-shape seq=N"):
+        onnx_input_shapes(model, {}, log=notes.append)
+    with pytest.raises(ModelImportError, match="seq is a named dim: bind it to one value"):
+        onnx_input_shapes(model, {"seq": [7, 8]})
+    with pytest.raises(ModelImportError, match="dim seq bound to both 5 and 6"):
+        onnx_input_shapes(model, {"a": [1, 5, 4], "b": [1, 6, 4]})
+    with pytest.raises(ModelImportError, match="no input named c; its inputs are a, b and its named dims batch, seq"):
+        onnx_input_shapes(model, {"c": [1]})
