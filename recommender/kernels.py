@@ -1,6 +1,7 @@
 """Kernels of a model: MetaSchedule tasks with their class, weight, FLOPs and argument shapes."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from featurize.tir_structure import class_key, kernel_flops, kernel_kind
@@ -51,11 +52,27 @@ def extract_kernels(model: ImportedModel, target: object) -> list[Kernel]:
             tasks = ms.relax_integration.extract_tasks(model.mod, target)
     except Exception as err:
         raise SchedrecError(f"{model.spec}: kernel extraction failed: {str(err).splitlines()[-1]}") from err
+    dynamic = [t.task_name for t in tasks if not has_static_shapes(t.dispatched[0])]
+    if dynamic:  # data-dependent shapes (NonZero, boolean masking): nothing to measure them on
+        print(f"note: {model.spec}: {len(dynamic)} kernel(s) with data-dependent shapes run TVM's default code "
+              f"({', '.join(dynamic[:3])}{', ...' if len(dynamic) > 3 else ''})", file=sys.stderr)
+    tasks = [t for t in tasks if t.task_name not in dynamic]
     if not tasks:
-        raise SchedrecError(f"{model.spec}: the model has no tunable kernel")
+        raise SchedrecError(f"{model.spec}: the model has no tunable kernel"
+                            + (" with static shapes" if dynamic else ""))
     kernels = [kernel_from_mod(t.task_name, t.dispatched[0], t.weight) for t in tasks]
     kernels.sort(key=lambda k: (-k.total_flops, k.name))
     return kernels
+
+
+def has_static_shapes(mod: object) -> bool:
+    """Whether every argument of the module's `main` is a buffer of constant shape: no scalar parameter and no
+    dim that a variable sizes (a kernel after NonZero has both), so that it can be built and measured alone."""
+    try:
+        kernel_args(mod)  # MetaSchedule's ArgInfo refuses a scalar parameter; int() refuses a variable dim
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def flop_shares(kernels: list[Kernel]) -> list[float]:

@@ -170,3 +170,17 @@ class CausalAttentionBlock(nn.Module):
         q, k, v = self.qkv(self.norm(x)).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return x + self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class BooleanMask(nn.Module):
+    """A head that sums the positive outputs of a linear layer (y[y > 0], an ONNX NonZero + GatherND): kernels
+    whose shapes depend on the data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return y[y > 0].sum() + torch.relu(y).mean()

@@ -141,3 +141,17 @@ def test_named_dims_bind_every_input_that_has_them():
         onnx_input_shapes(model, {"a": [1, 5, 4], "b": [1, 6, 4]})
     with pytest.raises(ModelImportError, match="no input named c; its inputs are a, b and its named dims batch, seq"):
         onnx_input_shapes(model, {"c": [1]})
+
+
+def test_kernels_with_data_dependent_shapes_are_left_to_tvm_and_the_rest_are_kept(tmp_path, target, capsys):
+    """NonZero sizes the kernels after it by the data: they cannot be built or measured alone (MetaSchedule's
+    ArgInfo refused them and `schedrec kernels` stopped with an internal error). They are named in a note and
+    run TVM's default code; the static kernels are kernels as usual."""
+    import torch
+
+    from .onnx_nets import BooleanMask
+    path = export_onnx(BooleanMask().eval(), (torch.randn(1, 8),), str(tmp_path / "mask.onnx"))
+    kernels = extract_kernels(import_model(path, target.tvm()), target.tvm())
+    assert "kernel(s) with data-dependent shapes run TVM's default code" in capsys.readouterr().err
+    assert any(k.kind == "matmul" for k in kernels)
+    assert all(all(isinstance(d, int) for shape, _ in k.args for d in shape) for k in kernels)
