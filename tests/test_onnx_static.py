@@ -58,3 +58,42 @@ def test_an_if_on_a_static_dim_becomes_the_branch_it_takes(features):
     # ONNX Runtime does not run the original (it loses an If output handed back twice): numpy says what it means
     expected = np.abs(x) + (4 * np.maximum(x, 0) if features == 4 else -2 * x)
     np.testing.assert_allclose(_run(static, x), expected, rtol=1e-6)
+
+
+def test_an_if_inside_the_branch_taken_reads_the_renamed_tensors_and_folds_too():
+    """The branch taken holds an If of its own, on its own dim test, whose branches read a tensor the outer
+    branch made (renamed when the outer If is replaced): both Ifs go, and the result is what the graph means."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def value(name: str):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", "features"])
+
+    def dim_test(prefix: str) -> list:
+        return [helper.make_node("Shape", ["x"], [f"{prefix}shape"]),
+                helper.make_node("Gather", [f"{prefix}shape", f"{prefix}i"], [f"{prefix}dim"], axis=0),
+                helper.make_node("Equal", [f"{prefix}dim", f"{prefix}n"], [f"{prefix}cond"])]
+
+    def ints(prefix: str, index: int, equals: int) -> list:
+        return [numpy_helper.from_array(np.array(index, np.int64), f"{prefix}i"),
+                numpy_helper.from_array(np.array(equals, np.int64), f"{prefix}n")]
+
+    inner = helper.make_node(
+        "If", ["in_cond"], ["inner_out"],
+        then_branch=helper.make_graph([helper.make_node("Neg", ["r"], ["neg_r"])], "t", [], [value("neg_r")]),
+        else_branch=helper.make_graph([helper.make_node("Exp", ["r"], ["exp_r"])], "e", [], [value("exp_r")]))
+    outer_then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])] + dim_test("in_") + [inner],
+                                   "then", [], [value("inner_out")], ints("in_", 0, 2))
+    outer_else = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])], "else", [], [value("same")])
+    graph = helper.make_graph(
+        dim_test("out_") + [helper.make_node("If", ["out_cond"], ["y"], then_branch=outer_then,
+                                                   else_branch=outer_else)],
+        "g", [value("x")], [value("y")], ints("out_", 1, 4))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)  # features 4, batch 2: Neg(Relu(x))
+    static, _ = make_static(model, {"x": [2, 4]})
+    onnx.checker.check_model(static)
+    assert [n.op_type for n in static.graph.node] == ["Relu", "Neg"]
+    np.testing.assert_allclose(_run(static, x), -np.maximum(x, 0))
+    np.testing.assert_allclose(_run(model, x), -np.maximum(x, 0))
