@@ -86,7 +86,11 @@ class Recommenders:
         source = self.matrix_for(name)
         if source is None:
             from recommender.target_dirs import resolve
-            return load_selector("lgbm", resolve(self.root.parent, self.root.name, "rankers")[0], self.root / "bank")
+            folder = resolve(self.root.parent, self.root.name, "rankers")[0]
+            selector = load_selector("lgbm", folder, self.root / "bank")
+            if folder.name != self.root.name:  # this target has no rankers yet: the row says whose it used
+                selector.name += f" shipped for {folder.name} (the nearest target with rankers)"
+            return selector
         from training.train import TargetData, leave_out_selector
         if source not in self.data:
             self.data[source] = TargetData(source, log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -132,8 +132,11 @@ def _heldout_text(lat: dict) -> str:
     held = [n for n, r in lat.items() if r.get("kind") == "held-out"]
     if not held:
         return ""
+    borrowed = sorted({s for n in held if " shipped for " in (s := lat[n].get("schedrec", {}).get("selector", ""))})
+    ranked = ("ranked by the target's shipped lgbm" if not borrowed else
+              f"ranked by the {' and the '.join(borrowed)}, since this target had no rankers of its own then")
     return (f"*held-out* rows ({', '.join(held)}) are zoo models in neither the bank nor the references: they have "
-            "no own records, and schedrec transfers to them from the whole bank, ranked by the target's shipped lgbm "
+            f"no own records, and schedrec transfers to them from the whole bank, {ranked} "
             "(`python scripts/latency_table.py --heldout MODEL`). ")
 
 
