@@ -135,7 +135,10 @@ def flat_tiles(channels: int, lanes: int) -> list[FlatTile]:
 def flat_fits(mod: object, lanes: int) -> bool:
     """Whether flat tiles apply: an ungrouped conv (any filter size or padding the rule takes) on a map at most
     half a vector wide, or of stride 2 (the gather makes its strided reads contiguous) onto at most
-    FLAT_MAX_POSITIONS positions, or onto a width no column tile divides (any size). A stride-1 conv on a wider
+    FLAT_MAX_POSITIONS positions, or onto a width no column tile divides or only one of at most half a vector
+    (any size: on SqueezeNet's 55x55 maps, where only 5 of 16 lanes divide, a 16 -> 64 3x3 conv ran 123 GFLOP/s
+    under the best 5-column tile and 322 under a flat one, llvm-znver5-2c; its 64 -> 16 1x1 conv 136 under a
+    5-column tile and 80 flat: both are measured). A stride-1 conv on a wider
     map that column tiles fit gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed.
     Where no column tile fits, flat tiles are the rule's only tiles: on torchvision inception_v3's ten heaviest
     convs (17x17 maps, and 71x71), llvm-znver4-2c, the best flat tile reached 76-165 GFLOP/s against 16-70 for
@@ -143,7 +146,8 @@ def flat_fits(mod: object, lanes: int) -> bool:
     extents = block_extents(mod, _conv_block)
     if not FLAT_SHAPES.get(lanes) or extents is None or len(extents) != 7 or _groups(mod) != 1:
         return False
-    return (2 * extents[3] <= lanes or not column_widths(extents[3], lanes)
+    widths = column_widths(extents[3], lanes)
+    return (2 * extents[3] <= lanes or not widths or 2 * max(widths) <= lanes
             or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS))
 
 

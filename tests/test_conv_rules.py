@@ -152,6 +152,8 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=14, kernel=1), 16)  # over half a vector wide, stride 1
     assert not flat_fits(_conv_bias_relu(ci=64, co=32, hw=56, stride=2, kernel=3), 16)  # 28x28: rows too far apart
     assert flat_fits(_conv_bias_relu(ci=8, co=16, hw=71, kernel=3), 16)  # no column tile divides 71: flat, any size
+    assert flat_fits(_conv_bias_relu(ci=8, co=16, hw=55, kernel=3), 16)  # only 5-column tiles divide 55: flat too
+    assert not flat_fits(_conv_bias_relu(ci=8, co=16, hw=56, kernel=3), 16)  # 14- and 8-column tiles divide 56
     flat = rule_schedules(pointwise, [FlatTile(16, 1), FlatTile(8, 2)], lanes=16)
     assert len(flat) == 2 and all("T.vectorized(16)" in s.mod.script() for s in flat)
     scheds = tile_rule_schedules(pointwise, avx512)
