@@ -137,7 +137,7 @@ def main() -> None:
                 shape = output_of(k.mod)
                 tiles = (every_tile(*shape, lanes) if args.all_tiles else own_tiles(*shape, lanes=lanes)) if shape else []
                 if args.flat:
-                    tiles += rule.flat_tiles(shape[0], lanes)
+                    tiles += rule.flat_tiles(shape[0], lanes, shape[1] * shape[2])
                 scheds = rule.rule_schedules(k.mod, tiles)
                 if args.stride_2_plain and rule.is_stride_2(k.mod):
                     columns = [t for t in tiles if not isinstance(t, rule.FlatTile)]
@@ -156,7 +156,7 @@ def main() -> None:
                        "shapes": [list(s) for s, _ in k.args[:2]], "donor_source": source,
                        "donor_gflops": gf(results[0].median) if donor and results[0].ok else None,
                        "rule_tiles": [list(t) for t in own_tiles(*shape, lanes=lanes)
-                                      + (rule.flat_tiles(shape[0], lanes) if args.flat else [])] if shape else [],
+                                      + (rule.flat_tiles(shape[0], lanes, shape[1] * shape[2]) if args.flat else [])] if shape else [],
                        "pytorch_gflops": gf(t_torch),
                        "tiles": [{"tile": list(t), "ok": r.ok, "gflops": gf(r.median) if r.ok else None,
                                   "error": "" if r.ok else r.error[:200]}

@@ -162,13 +162,15 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
 
 
 @pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1), (7, 1, (3, 1)),
-                                               (17, 1, (7, 1)), (17, 1, 1)])
+                                               (17, 1, (7, 1)), (17, 1, 1), (55, 1, 3)])
 def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace(hw, stride, kernel):
     """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector) get flat
     tiles too, and a 3x1 conv, whose unit tap drops out of the gather, and Inception's 7x1 and 1x1 convs on 17x17
-    maps, which no column tile divides: the input gathered into one row per input
-    channel and tap, zero padding and stride resolved in the gather; output-checked against the unscheduled conv,
-    border included, and rebuilt from the trace."""
+    maps, which no column tile divides, and SqueezeNet's 3x3 conv on 55x55, which only 5-column tiles divide: the
+    input gathered into one row per input channel and tap, zero padding and stride resolved in the gather, per
+    tile of positions inside the parallel loop on maps over FLAT_MAX_POSITIONS; output-checked against the
+    unscheduled conv, border included, and rebuilt from the trace."""
+    from recommender.conv_rules import FLAT_MAX_POSITIONS
     from recommender.conv_rules import flat_fits
     from recommender.replay import apply_replayed, tile_rule_schedules
     from recommender.target import parse_target
@@ -177,6 +179,8 @@ def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace
     assert flat_fits(mod, 16) and not flat_fits(mod, 8)
     flat = [r for r in tile_rule_schedules(mod, avx512) if "ReIndex" in str(r.trace_json)]
     assert len(flat) == 3  # FLAT_SHAPES[16]: 16 x 1, 8 x 2, 4 x 4
+    local = (hw // stride) ** 2 > FLAT_MAX_POSITIONS
+    assert all(("ComputeAt" in str(r.trace_json)) == local for r in flat)
     _check_against_the_unscheduled_conv(mod, flat, avx512, (32, 32, hw, hw // stride, kernel), apply_replayed)
 
 
