@@ -119,6 +119,10 @@ def test_the_latency_summary_counts_held_out_rows_apart_and_own_records_only_whe
     assert "Held-out rows alone: faster than PyTorch on 1 of 2, within 1.5x of ONNX Runtime on 1 of 2." in text
     assert "*held-out* rows (b, c)" in card._heldout_text({"a": bank, "b": held, "c": slow})
     assert card._heldout_text({"a": bank}) == ""
+    assert "ranked by the target's shipped lgbm" in card._heldout_text({"b": {**held, "schedrec": {"selector": "lgbm"}}})
+    borrowed = {**held, "schedrec": {"selector": "lgbm shipped for llvm-znver4-2c (the nearest target with rankers)"}}
+    assert ("ranked by the lgbm shipped for llvm-znver4-2c (the nearest target with rankers), since this target had "
+            "no rankers of its own then") in card._heldout_text({"b": borrowed})
     assert "| b | held-out | - |" in "\n".join(card.latency_table({"b": {**held, "schedrec": {}}}, {}))
 
 
