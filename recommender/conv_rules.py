@@ -222,7 +222,7 @@ def block_extents(mod: object, find) -> list[int] | None:
 
 def _conv_block(sch: object) -> object | None:
     """The kernel's one conv2d_nchw (or group_conv2d_nchw) or conv3d_ncdhw block at the root with stride 1 or
-    2 along the columns and no dilation, else None."""
+    2 along the columns (dilated at stride 1 only), else None."""
     conv = (only_root_block(sch, "conv2d_nchw") or only_root_block(sch, "group_conv2d_nchw")
             or only_root_block(sch, "conv3d_ncdhw"))
     if conv is None:
@@ -244,7 +244,7 @@ def only_root_block(sch: object, prefix: str) -> object | None:
 
 
 def _column_stride_fits(block: object) -> bool:
-    """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (no dilation): a vector of output
+    """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (or at xx + d * rx, dilated): a vector of output
     columns then loads one input row contiguously, or, at stride 2, every other float of two vectors (which
     LLVM shuffles out without a gather where the input is read in place; a padded input is stored with even and
     odd columns apart, see `_tile`) (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
@@ -253,7 +253,8 @@ def _column_stride_fits(block: object) -> bool:
 
 
 def _column_stride(block: object) -> int | None:
-    """s where the conv reads its input at column s * xx + rx (no dilation), else None."""
+    """s where the conv reads its input at column s * xx + rx, or xx + d * rx (a dilated conv, DeepLab's atrous
+    convs: each tap still reads a contiguous vector of the input row, shifted by d), else None."""
     spatial = _spatial(block.iter_vars)
     xx, rx = block.iter_vars[spatial - 1].var, block.iter_vars[-1].var
     if len(block.reads) != 2 or len(block.reads[0].region) != spatial:
@@ -261,9 +262,10 @@ def _column_stride(block: object) -> int | None:
     data = block.reads[0]  # (data or its padding, weight), as topi's conv2d_nchw and conv3d_ncdhw read them
     from tvm.sym.pattern import detect_linear_equation
     coeffs = detect_linear_equation(data.region[-1].min, [xx, rx])  # [per xx, per rx, constant]
-    if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]) or int(coeffs[1].value) != 1:
+    if len(coeffs) != 3 or not all(hasattr(c, "value") for c in coeffs[:2]):
         return None
-    return int(coeffs[0].value)
+    stride, dilation = int(coeffs[0].value), int(coeffs[1].value)
+    return stride if dilation == 1 or (stride == 1 and dilation > 1) else None
 
 
 def _around_conv(sch: object) -> tuple[object, list, list]:
