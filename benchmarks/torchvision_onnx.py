@@ -75,7 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--k", type=int, default=2, help="candidates measured per kernel (2, as make demo)")
-    ap.add_argument("--redo", action="store_true", help="transfer and time again the models already there")
+    ap.add_argument("--redo", action="store_true", help="transfer afresh and time again the models already there")
     args = ap.parse_args()
     from unseen_onnx import run_transfers
 

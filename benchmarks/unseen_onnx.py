@@ -7,13 +7,15 @@ PyTorch eager on the module it was exported from: 3 rounds, each timing every co
 
     python benchmarks/unseen_onnx.py [--models yolo,swin,...] [--k 2] [--redo]
 writes benchmarks/results/<target-key>/unseen_onnx.json and .md (resumable: models already there are
-skipped unless --redo; a killed transfer resumes from its rows in out/unseen_onnx/<model>/).
+skipped unless --redo, which transfers them afresh; a killed transfer resumes from its rows in
+out/unseen_onnx/<model>/).
 Keep the machine otherwise idle while it runs.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -84,7 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT, help=f"comma-separated, of {', '.join(SIZES)} (default: {DEFAULT})")
     ap.add_argument("--k", type=int, default=2, help="candidates measured per kernel (2, as make demo)")
-    ap.add_argument("--redo", action="store_true", help="transfer and time again the models already there")
+    ap.add_argument("--redo", action="store_true", help="transfer afresh and time again the models already there")
     args = ap.parse_args()
     from tests.onnx_nets import export_onnx
 
@@ -132,6 +134,8 @@ def run_transfers(name: str, models: str, known: list[str], k: int, redo: bool, 
         t0 = time.time()
         spec, torch_model, torch_args, fields = export(model, work)
         run_dir = work / model
+        if model in rows:  # --redo of a finished row: a fresh transfer, not a resume of the last one's rows
+            shutil.rmtree(run_dir, ignore_errors=True)
         report = budgeted_transfer(spec, target, bank_folder / "bank", run_dir, selector, per_kernel=k,
                                    untuned=False, recommender=selector.name, tune_missing=32)
         row = time_side_by_side(spec, run_dir / "database", torch_model, torch_args, target, cores)
