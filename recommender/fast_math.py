@@ -1,4 +1,5 @@
-"""Vectorized float32 exp and erf (and so tanh, sigmoid, softmax and GELU) in kernels compiled for CPUs.
+"""Vectorized float32 exp, log and erf (and so tanh, sigmoid, softmax, GELU, softplus and Mish) in kernels compiled
+for CPUs.
 
 TVM lowers `exp` on an LLVM target to LLVM's `llvm.exp`, which x86 code generation turns into one scalar
 libm `expf` call per element, even in a vectorized loop, and `erf` to a libm `erff` call. tanh and sigmoid
@@ -54,6 +55,43 @@ def fast_exp_expr(x: object) -> object:
     return mantissa * two_to_n
 
 
+# Cephes logf: log(x) = e ln2 + log(m), m in [sqrt(1/2), sqrt(2)), a degree-8 polynomial in m - 1
+_SQRT_HALF = 0.707106781186547524
+_LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+             -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+_FLT_MIN = 1.17549435e-38  # the smallest normal float32: a subnormal input is read as this
+
+
+def fast_log_expr(x: object) -> object:
+    """log(x) for a float32 TIR expression, as a polynomial that vectorizes: -inf at 0, NaN below, +inf at
+    +inf (as libm); a subnormal input reads as the smallest normal float32 (log -87.3 instead of down to
+    -103.3)."""
+    from tvm import tirx
+    lanes = _lanes(x)
+
+    def c(v: float) -> object:
+        return _splat(v, FLOAT32, lanes)
+
+    def i(v: int) -> object:
+        return _splat(v, "int32", lanes)
+    bits = tirx.reinterpret(_vector("int32", lanes), tirx.max(x, c(_FLT_MIN)))
+    exponent = tirx.Cast(_vector(FLOAT32, lanes), tirx.shift_right(bits, i(23)) - i(126))
+    m = tirx.reinterpret(_vector(FLOAT32, lanes), tirx.bitwise_or(tirx.bitwise_and(bits, i(0x007FFFFF)), i(0x3F000000)))
+    small = m < c(_SQRT_HALF)  # m in [0.5, 1): below sqrt(1/2) take 2m and one less in the exponent
+    exponent = tirx.Select(small, exponent - c(1.0), exponent)
+    m = tirx.Select(small, m + m, m) - c(1.0)
+    z = m * m
+    p = c(_LOG_POLY[0])
+    for coef in _LOG_POLY[1:]:
+        p = p * m + c(coef)
+    y = p * m * z + exponent * c(_LN2_LO) - z * c(0.5)
+    result = m + y + exponent * c(_LN2_HI)
+    inf = c(float("inf"))
+    result = tirx.Select(x == inf, inf, result)
+    result = tirx.Select(x == c(0.0), -inf, result)
+    return tirx.Select(x < c(0.0), c(float("nan")), result)
+
+
 def _vector(dtype: str, lanes: int) -> str:
     return f"{dtype}x{lanes}" if lanes > 1 else dtype
 
@@ -78,7 +116,7 @@ def _lanes(expr: object) -> int:
 def _rules() -> dict[str, object]:
     """op name -> the lowering rule used while fast math is on (TVM's original rule otherwise)."""
     import tvm
-    return {"exp": lambda call: fast_exp_expr(call.args[0]),
+    return {"exp": lambda call: fast_exp_expr(call.args[0]), "log": lambda call: fast_log_expr(call.args[0]),
             "erf": tvm.ir.Op.get("tirx.erf").get_attr("webgpu.FLowerIntrinsic")}  # TVM's DispatchFastErf
 
 

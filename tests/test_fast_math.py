@@ -18,7 +18,7 @@ def _model(op: str):
     from tvm import relax
     from tvm.script import relax as R
     ops = {"exp": relax.op.exp, "softmax": lambda v: relax.op.nn.softmax(v, axis=-1), "sigmoid": relax.op.sigmoid,
-           "tanh": relax.op.tanh, "gelu": relax.op.nn.gelu, "gelu_tanh": relax.op.nn.gelu_tanh, "silu": relax.op.nn.silu}
+           "tanh": relax.op.tanh, "log": relax.op.log, "gelu": relax.op.nn.gelu, "gelu_tanh": relax.op.nn.gelu_tanh, "silu": relax.op.nn.silu}
     bb = relax.BlockBuilder()
     x = relax.Var("x", R.Tensor(SHAPE, "float32"))
     with bb.function("main", [x]):
@@ -57,6 +57,24 @@ def test_fast_math_is_within_a_few_ulp_of_libm_and_off_is_stock_tvm(op, low, hig
     # exp, softmax, sigmoid: relative error of a few ulp (float32 ulp 1.2e-7); GELU/SiLU/tanh: absolute error
     # of the same order where the output is small (erf's and tanh's approximations near zero)
     assert worst < 2e-6, (op, worst)
+
+
+def test_fast_log_is_within_a_few_ulp_of_libm_with_its_special_values(target):
+    """log over float32's normal range (Mish's and softplus's log, a log-softmax's): relative error of a few ulp;
+    0, a negative number and +inf give -inf, NaN and +inf as libm does; a subnormal reads as the smallest
+    normal float (-87.3, where libm goes down to -103.3)."""
+    from recommender.model_import import lower_for_tuning
+    tt = target.tvm()
+    mod = lower_for_tuning(_model("log"), tt, canonical=False)
+    x = np.exp(np.random.default_rng(0).uniform(-80.0, 80.0, SHAPE)).astype("float32")
+    special = [0.0, -1.0, np.inf, 1.0, 0.70710677, 0.7071068, 2.0, 1.0000001, 0.9999999]
+    x[0, :len(special)] = special
+    exact, fast = (_run(mod, tt, x, on) for on in (False, True))
+    assert not np.array_equal(fast, exact), "the fast rule did not apply"
+    np.testing.assert_array_equal(fast[0, :4], [-np.inf, np.nan, np.inf, 0.0])
+    worst = float(np.max(np.abs(fast - exact)[0, 3:] / np.maximum(np.abs(exact[0, 3:]), 1e-30)))
+    rest = float(np.max(np.abs(fast[1:] - exact[1:]) / np.maximum(np.abs(exact[1:]), 1.0)))
+    assert worst < 2e-6 and rest < 2e-6, (worst, rest)
 
 
 def test_every_measured_build_uses_it_unless_exact_math_is_asked(target):
