@@ -43,13 +43,13 @@ def _windowed(mod: object) -> object | None:
     sch = Schedule(mod, debug_mask="all")
     try:
         blocks = _root_blocks(sch)
-        window = next((i for i in reversed(range(len(blocks))) if _window_loops(sch, blocks[i])), None)
+        window, loops = next(((i, loops) for i in reversed(range(len(blocks)))
+                              if (loops := _window_loops(sch, blocks[i]))), (None, []))
         if window is None:
             return None
         for b in blocks[:window]:
             if not _inlined(sch, b):
                 _parallelize(sch, b)
-        loops = _window_loops(sch, blocks[window])
         sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
         for b in blocks[window + 1:]:
             _parallelize(sch, b)

@@ -170,8 +170,7 @@ def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace
     input gathered into one row per input channel and tap, zero padding and stride resolved in the gather, per
     tile of positions inside the parallel loop on maps over FLAT_MAX_POSITIONS; output-checked against the
     unscheduled conv, border included, and rebuilt from the trace."""
-    from recommender.conv_rules import FLAT_MAX_POSITIONS
-    from recommender.conv_rules import flat_fits
+    from recommender.conv_rules import FLAT_MAX_POSITIONS, flat_fits
     from recommender.replay import apply_replayed, tile_rule_schedules
     from recommender.target import parse_target
     mod = _conv_bias_relu(ci=32, co=32, hw=hw, stride=stride, kernel=kernel)
@@ -399,9 +398,6 @@ def test_a_dilated_conv_gets_column_tiles_that_compute_the_conv_and_replay_from_
     dilation), so it gets the rule's column tiles (ASPP's 128 -> 128 3x3 convs of dilation 2 and 6 at 128x128 ran
     10.1-10.6 ms, 458-479 GFLOP/s, on llvm-znver5-2c, against 2.2 s for the default); a dilated conv at stride 2
     gets none. Output-checked against the unscheduled conv, border included, and rebuilt from the trace."""
-    import numpy as np
-    import tvm
-
     from recommender.conv_rules import conv_output
     from recommender.replay import apply_replayed, tile_rule_schedules
     from recommender.target import parse_target
@@ -410,14 +406,4 @@ def test_a_dilated_conv_gets_column_tiles_that_compute_the_conv_and_replay_from_
     assert conv_output(mod) == (16, 20, 20) and conv_output(_dilated(stride=2)) is None
     scheds = tile_rule_schedules(mod, avx512)
     assert len(scheds) >= 2
-    rng = np.random.default_rng(0)
-    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((1, 8, 20, 20), (16, 8, 3, 3), (1, 16, 1, 1))]
-
-    def run(m) -> np.ndarray:
-        out = tvm.runtime.tensor(np.full((1, 16, 20, 20), 7.0, "float32"))
-        tvm.compile(m, target=avx512)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
-        return out.numpy()
-    expected = run(mod)
-    for r in scheds:
-        np.testing.assert_allclose(run(r.mod), expected, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(run(apply_replayed(r.trace_json, mod, avx512).mod), expected, rtol=1e-5, atol=1e-5)
+    _check_against_the_unscheduled_conv(mod, scheds, avx512, (8, 16, 20, 20, 3), apply_replayed)
