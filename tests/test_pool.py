@@ -62,17 +62,21 @@ def test_a_worker_closed_in_the_middle_of_a_request_is_stopped_not_kept(no_idle,
     _pid_after_ping(handle)
     proc = handle._proc
     # a request whose answer nobody reads: the pipe would hand it to the next caller
-    sleeper = threading.Thread(target=lambda: _call_ignoring_errors(handle))
+    raised: list[Exception] = []
+    sleeper = threading.Thread(target=lambda: _call_keeping_the_error(handle, raised))
     sleeper.start()
     while not handle._busy:
         pass
-    handle.close()
+    handle.close()  # from another thread than the request's: one of the two closes the pipe, once
     sleeper.join(30)
     assert proc.wait(10) is not None and not any(pool._idle.values())
+    assert [type(e) for e in raised] == [pool.WorkerCrash]  # the caller hears that its worker is gone
+    assert handle.pid is None and _pid_after_ping(handle) != proc.pid  # and the handle starts a new one
+    handle.close()
 
 
-def _call_ignoring_errors(handle: WorkerHandle) -> None:
+def _call_keeping_the_error(handle: WorkerHandle, raised: list[Exception]) -> None:
     try:
         handle.call("call", {"function": "recommender.measure.worker:hang", "kwargs": {"seconds": 5}}, 60)
-    except Exception:  # the handle is closed under it
-        pass
+    except Exception as err:  # the handle is closed under it
+        raised.append(err)

@@ -88,6 +88,9 @@ class WorkerHandle:
         self._conn = None
         self._kind: tuple = ()
         self._busy = False  # a request sent and its answer not read: such a worker is never kept idle
+        # close() may come from another thread while a request waits: whoever takes the worker out of the
+        # handle (under this lock) is the one that stops it and closes its pipe, exactly once
+        self._own = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -146,14 +149,25 @@ class WorkerHandle:
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait(5)
-        if self._conn is not None:
-            self._conn.close()
-        self._proc = self._conn = None
+    def _detach(self, conn: Connection | None = None) -> tuple[subprocess.Popen | None, Connection | None]:
+        """Take the worker out of this handle: (proc, conn), or (None, None) when it is no longer the one
+        whose pipe is `conn` (another thread closed or replaced it)."""
+        with self._own:
+            if conn is not None and conn is not self._conn:
+                return None, None
+            proc, own = self._proc, self._conn
+            self._proc = self._conn = None
+        return proc, own
+
+    def _kill(self, conn: Connection | None = None) -> None:
+        """Kill the worker (only if its pipe is still `conn`, when given) and close its pipe."""
+        proc, conn = self._detach(conn)
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(5)
+        if conn is not None:
+            conn.close()
 
     def _request(self, op: str, payload: dict, timeout: float) -> object:
         self._busy = True
@@ -162,39 +176,41 @@ class WorkerHandle:
         return value
 
     def _exchange(self, op: str, payload: dict, timeout: float) -> object:
+        proc, conn = self._proc, self._conn  # this request's worker, even if close() detaches it meanwhile
+        if conn is None:
+            raise WorkerCrash(f"{self.name}: handle closed")
         try:
-            self._conn.send((op, payload))
+            conn.send((op, payload))
         except (BrokenPipeError, OSError) as err:
-            self._kill()
+            self._kill(conn)
             raise WorkerCrash(f"{self.name}: worker gone before the request ({err})") from err
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._kill()
+                self._kill(conn)
                 self.restarts += 1
                 raise WorkerTimeout(f"{self.name}: no answer within {timeout:.0f} s")
             try:
-                ready = self._conn.poll(min(left, 0.5))
+                ready = conn.poll(min(left, 0.5))
             except (EOFError, OSError):
                 ready = True
             if ready:
                 try:
-                    status, value = self._conn.recv()
+                    status, value = conn.recv()
                 except (EOFError, OSError) as err:
-                    code = self._proc.wait(5)
-                    self._kill()
+                    code = proc.wait(5)
+                    self._kill(conn)
                     self.restarts += 1
                     raise WorkerCrash(f"{self.name}: worker died (exit code {code})") from err
                 if status == "ok":
                     return value
                 self._busy = False  # answered: the worker is fine
                 raise WorkerError(str(value))
-            if not self._alive():
-                code = self._proc.returncode
-                self._kill()
+            if proc.poll() is not None:
+                self._kill(conn)
                 self.restarts += 1
-                raise WorkerCrash(f"{self.name}: worker died (exit code {code})")
+                raise WorkerCrash(f"{self.name}: worker died (exit code {proc.returncode})")
 
     def call(self, op: str, payload: dict, timeout: float) -> object:
         """Run one request; a dead worker is replaced first."""
@@ -204,14 +220,18 @@ class WorkerHandle:
         return self._request(op, payload, timeout)
 
     def close(self) -> None:
-        if self._conn is not None and self._alive():
-            limit = 0 if self._busy else warm_limit()
+        """Keep the live worker idle for the next handle of its kind (when allowed and not in the middle of a
+        request), else stop it."""
+        limit = 0 if self._busy else warm_limit()
+        proc, conn = self._detach()
+        if conn is None:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            return
+        if proc.poll() is None:
             with _idle_lock:
                 kept = _idle.setdefault(self._kind, [])
                 if len(kept) < limit:
-                    kept.append((self._proc, self._conn))
-                    self._proc = self._conn = None
+                    kept.append((proc, conn))
                     return
-            _stop(self._proc, self._conn)
-            self._proc = self._conn = None
-        self._kill()
+        _stop(proc, conn)
