@@ -153,8 +153,38 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
     try:
         schedule_using_anchor_trace(sch, anchor_trace, target)
     except Exception as err:
-        raise ReplayFailure(REPLAY_ERROR, f"anchor trace: {_one_line(err)}") from err
+        # MetaSchedule inlines the epilogue with its default rule, which keeps an exp block and a block read
+        # twice (ELU, softplus, Mish): the anchor is then left with two consumers where the donor's trace
+        # expects one. Retry on the epilogue folded into the output block first.
+        sch = Schedule(target_mod, debug_mask="all")
+        if not fold_epilogue(sch, target_mod):
+            raise ReplayFailure(REPLAY_ERROR, f"anchor trace: {_one_line(err)}") from err
+        try:
+            schedule_using_anchor_trace(sch, anchor_trace, target)
+        except Exception as again:
+            raise ReplayFailure(REPLAY_ERROR, f"anchor trace: {_one_line(err)}; on the folded epilogue: "
+                                              f"{_one_line(again)}") from again
     return _postprocess(sch, target_mod, target, postprocs)
+
+
+def fold_epilogue(sch: object, target_mod: object) -> bool:
+    """Inline every intermediate spatial block after the kernel's anchor into its consumers, so that the
+    epilogue is one block, the output's (an intermediate read twice is computed twice: elementwise work
+    beside the anchor's reduction). False when there is no such block or one does not inline."""
+    names = [b.name for b in block_infos(target_mod)]
+    anchor = names[anchor_index(block_infos(target_mod))]
+    after = names[names.index(anchor) + 1:]
+    folded = False
+    for name in after:
+        block = sch.get_sblock(name)
+        if not sch.get_consumers(block):  # the output block: what the epilogue folds into
+            continue
+        try:
+            sch.compute_inline(block)
+        except Exception:  # a reduction or a block that does not inline: the retry would fail the same way
+            return False
+        folded = True
+    return folded
 
 
 def apply_replayed(trace_json: list, target_mod: object, target: object, postprocs: list | None = None) -> Replayed:

@@ -121,6 +121,37 @@ def test_anchor_trace_replays_onto_another_epilogue_and_computes_the_right_resul
     assert res.status == "ok", res.error
 
 
+@pytest.mark.parametrize("act,space", [("elu", 0), ("mish", 1)])  # space 1: the donor's write cache
+def test_anchor_trace_replays_onto_an_epilogue_that_reads_the_conv_twice(two_models, target, act, space):
+    """conv+bn+ELU (exp(x) and max(x, 0) both read the conv's output) and conv+bn+Mish: TVM's anchor-trace
+    application keeps the exp block, leaves the conv with two consumers where the donor's trace expects one,
+    and fails; replay_anchor_trace folds the epilogue into the output block first, and the result matches
+    the unscheduled kernel."""
+    import torch
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+
+    from featurize.tir_structure import anchor_key
+    from featurize.trace_json import strip_postproc
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.replay import _renamed_trace, anchor_block_mapping
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16),
+                              torch.nn.ELU() if act == "elu" else torch.nn.Mish()).eval()
+    (dst,) = [k for k in _kernels_of(net, (torch.randn(1, 3, 24, 24),), target) if k.kind == "conv2d"]
+    src = next(k for k in two_models[0] if k.kind == "conv2d" and anchor_key(k.class_key) == anchor_key(dst.class_key))
+    tt = target.tvm()
+    trace = _tuned_like_trace(src, tt, space=space)
+    with pytest.raises(Exception):  # TVM alone
+        schedule_using_anchor_trace(Schedule(dst.mod), _renamed_trace(strip_postproc(trace), src.mod,
+                                                                      anchor_block_mapping(src.mod, dst.mod)), tt)
+    r = replay_anchor_trace(trace, src.mod, dst.mod, tt)
+    assert "SamplePerfectTile" in [inst[0] for inst in r.trace_json[0]]  # the anchor tiling kept
+    with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
+        (res,) = m.measure([r.sch.mod], reference=dst.mod)
+    assert res.status == "ok", res.error
+
+
 def test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would_compute_wrong(target):
     """conv+bn+relu6 fused with the zero padding of the next (TF-style, one-sided) conv, as in MobileNetV2:
     TVM's anchor-trace application computes the padding epilogue at the anchor's loops over the anchor's
