@@ -1,5 +1,5 @@
-"""Vectorized float32 exp, log and erf (and so tanh, sigmoid, softmax, GELU, softplus and Mish) in kernels compiled
-for CPUs.
+"""Vectorized float32 exp, log, pow and erf (and so tanh, sigmoid, softmax, GELU, softplus, Mish and a local
+response norm) in kernels compiled for CPUs.
 
 TVM lowers `exp` on an LLVM target to LLVM's `llvm.exp`, which x86 code generation turns into one scalar
 libm `expf` call per element, even in a vectorized loop, and `erf` to a libm `erff` call. tanh and sigmoid
@@ -8,8 +8,10 @@ are lowered through exp. A softmax, a GELU or a SiLU then runs at a few ns per e
 
 `fast_math(True)` makes `tvm.compile` lower them to polynomials instead, which vectorize with the loop:
 exp by the Cephes range reduction (x = n ln2 + r, a degree-7 polynomial in r, 2^n built in the exponent
-bits), erf by TVM's own rational approximation (the one its GPU targets use, `fast_erf_float_expr`). Both
-stay within 2e-6 of libm (`tests/test_fast_math.py` checks it). The rules act when the kernel is lowered
+bits), log by Cephes' too (exponent bits and a degree-8 polynomial of the mantissa), pow as exp(y log|x|)
+with IEEE's special cases kept, erf by TVM's own rational approximation (the one its GPU targets use,
+`fast_erf_float_expr`). exp, log and erf stay within 2e-6 of libm, pow within a few ulp times |y log|x||
+(`tests/test_fast_math.py` checks them). The rules act when the kernel is lowered
 (TVM's LowerIntrin pass), after scheduling: kernels, workloads, the bank's records and their classes stay
 the same, and only the machine code changes.
 
@@ -92,6 +94,37 @@ def fast_log_expr(x: object) -> object:
     return tirx.Select(x < c(0.0), c(float("nan")), result)
 
 
+_POW_OVER = 88.72284  # log(FLT_MAX): above it x**y is +inf
+_POW_UNDER = -103.97208  # log of the smallest subnormal: below it x**y is 0
+
+
+def fast_pow_expr(x: object, y: object) -> object:
+    """x**y for float32 TIR expressions, as exp(y log|x|) with the polynomials above, so that it vectorizes
+    (a local response norm's x**0.75). The IEEE cases are kept: y == 0 gives 1, x == 0 gives 0 or +inf, a
+    negative x gives NaN, or the sign of an odd integer y, a NaN NaN (but 1**y is 1), and results past float32's range +inf or 0 (0
+    also where libm still returns a subnormal). Relative error: a few ulp times |y log|x||, up to ~1e-5 near
+    the overflow."""
+    from tvm import tirx
+    lanes = _lanes(x)
+
+    def c(v: float) -> object:
+        return _splat(v, FLOAT32, lanes)
+    if _lanes(y) != lanes:  # a scalar exponent against a vector base
+        y = tirx.Broadcast(y, lanes)
+    ax = tirx.abs(x)
+    t = y * fast_log_expr(tirx.max(ax, c(_FLT_MIN)))
+    magnitude = tirx.Select(t > c(_POW_OVER), c(float("inf")),
+                            tirx.Select(t < c(_POW_UNDER), c(0.0), fast_exp_expr(t)))
+    magnitude = tirx.Select(ax == c(0.0), tirx.Select(y > c(0.0), c(0.0), c(float("inf"))), magnitude)
+    integer = tirx.floor(y) == y
+    odd = tirx.floor(y * c(0.5)) * c(2.0) != y
+    signed = tirx.Select(tirx.all(integer, odd), -magnitude, magnitude)
+    negative = tirx.Select(integer, signed, c(float("nan")))
+    result = tirx.Select(x < c(0.0), negative, magnitude)
+    result = tirx.Select(tirx.isnan(x), x, tirx.Select(tirx.isnan(y), y, result))  # a NaN stays NaN
+    return tirx.Select(tirx.any(y == c(0.0), x == c(1.0)), c(1.0), result)  # but x**0 and 1**y are 1
+
+
 def _vector(dtype: str, lanes: int) -> str:
     return f"{dtype}x{lanes}" if lanes > 1 else dtype
 
@@ -117,12 +150,13 @@ def _rules() -> dict[str, object]:
     """op name -> the lowering rule used while fast math is on (TVM's original rule otherwise)."""
     import tvm
     return {"exp": lambda call: fast_exp_expr(call.args[0]), "log": lambda call: fast_log_expr(call.args[0]),
+            "pow": lambda call: fast_pow_expr(call.args[0], call.args[1]),
             "erf": tvm.ir.Op.get("tirx.erf").get_attr("webgpu.FLowerIntrinsic")}  # TVM's DispatchFastErf
 
 
 def _register() -> None:
-    """Register, once per process, LLVM lowering rules for exp and erf that use the fast version for float32
-    while fast math is on and TVM's own rule otherwise."""
+    """Register, once per process, LLVM lowering rules for exp, log, pow and erf that use the fast version for
+    float32 while fast math is on and TVM's own rule otherwise."""
     global _registered
     if _registered:
         return
@@ -142,8 +176,8 @@ def _register() -> None:
 
 @contextlib.contextmanager
 def fast_math(on: bool = True) -> Iterator[None]:
-    """Within the block, `tvm.compile` for an LLVM target lowers float32 exp and erf (and what TVM lowers
-    through exp: tanh, sigmoid) to vectorizable polynomials (`on`), or to libm calls as stock TVM does."""
+    """Within the block, `tvm.compile` for an LLVM target lowers float32 exp, log, pow and erf (and what TVM
+    lowers through exp: tanh, sigmoid) to vectorizable polynomials (`on`), or to libm calls as stock TVM does."""
     global _enabled
     _register()
     before, _enabled = _enabled, bool(on)

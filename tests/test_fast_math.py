@@ -94,3 +94,47 @@ def test_every_measured_build_uses_it_unless_exact_math_is_asked(target):
         assert r.ok, r.error
         median[on] = r.median
     assert median[True] * 3 < median[False], median  # 10-20x on this project's znver3 machine
+
+
+def _pow_model():
+    """x ** y, elementwise, on two float32 SHAPE inputs."""
+    from tvm import relax
+    from tvm.script import relax as R
+    bb = relax.BlockBuilder()
+    x, y = relax.Var("x", R.Tensor(SHAPE, "float32")), relax.Var("y", R.Tensor(SHAPE, "float32"))
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.power(x, y)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_fast_pow_is_within_a_few_ulp_of_libm_and_keeps_its_special_cases(target):
+    """x ** y as exp(y log|x|) (a local response norm's x ** 0.75): relative error of a few ulp times |y log x|
+    against libm's powf, and libm's results where x or y is 0, 1, negative, infinite or NaN, or the result
+    leaves float32's range."""
+    import tvm
+    from tvm import relax
+
+    from recommender.model_import import lower_for_tuning
+    tt = target.tvm()
+    mod = lower_for_tuning(_pow_model(), tt, canonical=False)
+    rng = np.random.default_rng(0)
+    x = np.exp(rng.uniform(-20.0, 20.0, SHAPE)).astype("float32")
+    y = rng.uniform(-4.0, 4.0, SHAPE).astype("float32")
+    y[1::4] = 0.75
+    inf, nan = np.inf, np.nan
+    cases = [(0.0, 0.75), (0.0, -0.5), (0.0, 0.0), (-2.0, 3.0), (-2.0, 2.0), (-2.0, 0.5), (inf, 0.75), (inf, -1.0),
+             (-inf, 3.0), (nan, 2.0), (2.0, nan), (1.0, nan), (nan, 0.0), (10.0, 40.0), (10.0, -50.0), (3.0, 1.0)]
+    x[0, :len(cases)], y[0, :len(cases)] = zip(*cases)
+
+    def run(on: bool) -> np.ndarray:
+        with fast_math(on):
+            lib = tvm.compile(mod, target=tt)
+        return relax.VirtualMachine(lib, tvm.cpu())["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(y)).numpy()
+    exact, fast = run(False), run(True)
+    assert not np.array_equal(fast, exact), "the fast rule did not apply"
+    np.testing.assert_array_equal(fast[0, :len(cases)], exact[0, :len(cases)])
+    rel = np.abs(fast[1:] - exact[1:]) / np.abs(exact[1:])
+    bound = 2e-7 * (4.0 + np.abs(y[1:] * np.log(x[1:].astype("float64"))))  # a few ulp times |y log x|
+    assert (rel <= bound).all(), float(np.max(rel / bound))
