@@ -42,14 +42,15 @@ SIZES = {
     "diffusion": ("diffusion", dict(ch=256, image=32, embed=256)),
     "aspp": ("aspp", dict(image=256, ch=128, branch=128, classes=21)),
     "activations": ("activations", dict(ch=64, image=112)),
+    "r3d": ("r3d", dict(ch=64, frames=8, image=112)),  # R3D-18's stem and first two stages
 }
 DEFAULT = "yolo,swin,t5,conformer,style_transfer"
 
 
 def build(name: str):
-    from tests.onnx_arch import ARCHITECTURES
+    from tests.onnx_arch import ARCHITECTURES, VIDEO_ARCHITECTURES
     builder, kw = SIZES[name]
-    return ARCHITECTURES[builder](**kw)
+    return {**ARCHITECTURES, **VIDEO_ARCHITECTURES}[builder](**kw)
 
 
 def time_side_by_side(spec: str, database: Path, torch_model, torch_args: tuple, target, cores: int) -> dict:

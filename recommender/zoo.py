@@ -14,6 +14,7 @@ from torch import nn
 from .errors import ModelImportError
 
 IMAGE_SHAPE = (1, 3, 224, 224)
+CLIP_SHAPE = (1, 3, 8, 112, 112)  # video: 8 frames of 112x112, as R3D and C3D read them
 SEQ_LEN = 128
 
 
@@ -39,6 +40,10 @@ class _FirstOutput(nn.Module):
 
 def _image() -> tuple[torch.Tensor, ...]:
     return (torch.randn(*IMAGE_SHAPE),)
+
+
+def _clip() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(*CLIP_SHAPE),)
 
 
 def _tokens(vocab: int) -> tuple[torch.Tensor, ...]:
@@ -76,10 +81,10 @@ def _hf_text(model_cls: str, config_cls: str, **config: object):
     return build
 
 
-def _local(cls_name: str):
+def _local(cls_name: str, inputs: Callable[[], tuple[torch.Tensor, ...]] = _image):
     def build() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         from . import zoo_nets
-        return getattr(zoo_nets, cls_name)(), _image()
+        return getattr(zoo_nets, cls_name)(), inputs()
     return build
 
 
@@ -100,6 +105,8 @@ _ENTRIES = [
     ZooEntry("googlenet", "cnn", "GoogLeNet / Inception v1 with BN (in-project definition)", _local("GoogLeNet")),
     ZooEntry("vgg16", "cnn", "VGG-16 (in-project definition)", _local("VGG16")),
     ZooEntry("densenet121", "cnn", "DenseNet-121 (in-project definition)", _local("DenseNet121")),
+    ZooEntry("c3d", "cnn", "C3D-style video net, 8 frames of 112x112 (in-project definition, half width)",
+             _local("C3D", _clip)),
     ZooEntry("convnext_tiny", "cnn", "ConvNeXt-T (transformers)",
              _hf_vision("ConvNextForImageClassification", "ConvNextConfig")),
     ZooEntry("regnet_y_040", "cnn", "RegNetY-4.0GF (transformers RegNet default config)",

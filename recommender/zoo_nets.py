@@ -2,7 +2,8 @@
 
 transformers covers ResNet, MobileNetV2, EfficientNet, ConvNeXt, RegNet, ViT and the BERT/GPT family;
 torchvision does not import beside the CPU torch build on this machine, so the remaining classic CNNs
-(VGG-16, DenseNet-121, MnasNet-1.0, GoogLeNet) are defined here from their papers' layer tables.
+(VGG-16, DenseNet-121, MnasNet-1.0, GoogLeNet) and a video net (C3D) are defined here from their papers'
+layer tables.
 Weights are random; only the structure (and so the kernels) matters.
 """
 from __future__ import annotations
@@ -20,6 +21,20 @@ def _conv_bn_relu(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
     return nn.Sequential(*layers)
 
 
+def _plain_stages(cfg: list, conv: type[nn.Module], pools: dict[str, nn.Module]) -> tuple[nn.Sequential, int]:
+    """VGG-style features from a layer table: an int is a 3x3 (x3) conv with padding 1 + ReLU of that width, a
+    string the pool it names. Returns the layers and the last width."""
+    layers: list[nn.Module] = []
+    cin = 3
+    for v in cfg:
+        if isinstance(v, str):
+            layers.append(pools[v])
+        else:
+            layers += [conv(cin, v, 3, padding=1), nn.ReLU(inplace=False)]
+            cin = v
+    return nn.Sequential(*layers), cin
+
+
 class VGG16(nn.Module):
     """VGG-16 (configuration D), 224x224 input, 1000 classes."""
 
@@ -27,15 +42,7 @@ class VGG16(nn.Module):
 
     def __init__(self, num_classes: int = 1000) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        cin = 3
-        for v in self._CFG:
-            if v == "M":
-                layers.append(nn.MaxPool2d(2, 2))
-            else:
-                layers += [nn.Conv2d(cin, int(v), 3, padding=1), nn.ReLU(inplace=False)]
-                cin = int(v)
-        self.features = nn.Sequential(*layers)
+        self.features, _ = _plain_stages(self._CFG, nn.Conv2d, {"M": nn.MaxPool2d(2, 2)})
         self.classifier = nn.Sequential(
             nn.Linear(512 * 7 * 7, 4096), nn.ReLU(inplace=False),
             nn.Linear(4096, 4096), nn.ReLU(inplace=False),
@@ -154,3 +161,19 @@ class GoogLeNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class C3D(nn.Module):
+    """C3D (Tran et al. 2015) at half width and 8 frames: 3x3x3 conv3d + ReLU stages between max pools (the
+    first pools space only), global average pooling and a 400-class head (Kinetics-400)."""
+
+    _CFG = [32, "P1", 64, "P", 128, 128, "P", 256, 256]
+
+    def __init__(self, num_classes: int = 400) -> None:
+        super().__init__()
+        self.features, cin = _plain_stages(self._CFG, nn.Conv3d,
+                                           {"P1": nn.MaxPool3d((1, 2, 2), (1, 2, 2)), "P": nn.MaxPool3d(2, 2)})
+        self.head = nn.Linear(cin, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool3d(self.features(x), 1), 1))

@@ -368,7 +368,8 @@ def activations(ch: int = 32, image: int = 32):
     return model.eval(), (torch.randn(1, 3, image, image),)
 
 
-# video models: no bank model has a conv3d, so their convs have no donor and get the conv rule's tiles instead
+# video models: where the bank has no video model (every bank but llvm-znver5-2c's, which has zoo:c3d), their
+# conv3ds have no donor and get the conv rule's tiles instead
 VIDEO_ARCHITECTURES = {"r3d": r3d}
 
 ARCHITECTURES = {

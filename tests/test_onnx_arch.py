@@ -103,8 +103,8 @@ def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(n
 @pytest.mark.slow
 def test_a_video_models_conv3ds_import_compute_as_onnxruntime_and_get_the_conv_rule(target, tmp_path):
     """A video model (conv3d, batch norm folded or not, residual adds) imports with its dynamic batch dim and
-    computes what ONNX Runtime computes; its conv3d kernels, which no bank donor serves, each get the conv rule's
-    register tiles (class conv3d/, TILE_RULE_CLASSES) and hold nearly all of its FLOPs."""
+    computes what ONNX Runtime computes; its conv3d kernels, which a bank without a video model has no donor for,
+    each get the conv rule's register tiles (class conv3d/, TILE_RULE_CLASSES) and hold nearly all of its FLOPs."""
     from recommender.conv_rules import conv_output
     from recommender.replay import tile_rule_schedules
     from recommender.transfer.kernel import TILE_RULE_CLASSES
