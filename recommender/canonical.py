@@ -20,7 +20,9 @@ as int8, bitwise ops on bool tensors become the logical ones, and a bool ``cumsu
 back (TVM 0.27's LLVM codegen takes bool for a float in compares, bitwise ops and adds and fails the build:
 GPT-2's causal mask and position ids; a padding mask inverted with ``~``). And a speed fix: a float tensor
 raised to a constant 2, 3 or 4 becomes multiplies (GPT-2's GELU computes ``x ** 3``; TVM calls libm's pow
-for each element).
+for each element). And a concat drops its empty parts (a roll by a whole period, exported as slices and a
+concat, slices nothing): a loop of extent 0 makes the kernel's scope no stage pipeline, so no block of it
+inlines, and MetaSchedule's postprocessor divides by it (Swin's window roll ran as plain loops).
 
 Reshapes cost nothing at run time (the build turns them into views). Every rewrite keeps the function's
 output exactly (tests compare the compiled outputs).
@@ -133,6 +135,20 @@ def _rules() -> list:
             out = relax.op.multiply(out, base)
         return out
 
+    parts = wildcard()
+
+    def empty_concat(orig: object, m: dict) -> object:
+        tup = m[parts]
+        if not isinstance(tup, relax.Tuple):
+            return orig
+        shapes = [_shape(f) for f in tup.fields]
+        if any(s is None for s in shapes):
+            return orig
+        kept = [f for f, s in zip(tup.fields, shapes) if prod(s) > 0]
+        if not kept or len(kept) == len(tup.fields):
+            return orig
+        return kept[0] if len(kept) == 1 else relax.op.concat(kept, axis=orig.attrs.axis)
+
     from .canonical_ops import rules as op_rules
     return [*op_rules(_shape),  # first: the matmuls and conv2ds they write are then canonicalized in turn
             (is_op("relax.matmul")(x, w), matmul),
@@ -140,7 +156,8 @@ def _rules() -> list:
             (_any_op(_COMPARES, p, q), bool_compare),
             (is_op("relax.bitwise_not")(p) | _any_op(_BITWISE, p, q), bool_bitwise),
             (is_op("relax.cumsum")(p), bool_cumsum),
-            (is_op("relax.power")(p, q), small_power)]
+            (is_op("relax.power")(p, q), small_power),
+            (is_op("relax.concat")(parts), empty_concat)]
 
 
 _SMALL_POWERS = (2.0, 3.0, 4.0)  # x**n as n-1 multiplies: a libm pow per element cost GPT-2 15% of its time

@@ -155,3 +155,33 @@ def test_kernels_with_data_dependent_shapes_are_left_to_tvm_and_the_rest_are_kep
     assert "kernel(s) with data-dependent shapes run TVM's default code" in capsys.readouterr().err
     assert any(k.kind == "matmul" for k in kernels)
     assert all(all(isinstance(d, int) for shape, _ in k.args for d in shape) for k in kernels)
+
+
+def test_a_roll_by_a_whole_period_drops_its_empty_slice_and_its_kernel_gets_a_loop_rule(tmp_path, target):
+    """torch.roll by a multiple of the dim (Swin's unshifted blocks) is exported as a concat of two slices, one
+    of them empty: its kernel had a loop of extent 0, which makes the scope no stage pipeline (nothing inlines)
+    and MetaSchedule's postprocessor divide by zero, so it ran as plain loops. The empty part is dropped
+    (recommender.canonical), and the output stays ONNX Runtime's."""
+    import torch
+
+    from recommender import loop_rules
+
+    class Roll(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.roll(x * 2.0, shifts=(8, 3), dims=(2, 3)) + 1.0
+
+    x = torch.randn(1, 4, 8, 16)
+    path = export_onnx(Roll().eval(), (x,), str(tmp_path / "roll.onnx"))
+
+    def zero_loops(mod) -> bool:
+        from tvm.s_tir import Schedule
+
+        from featurize.tir_structure import all_blocks
+        sch = Schedule(mod)
+        return any(int(sch.get(lp).extent) == 0 for b in all_blocks(sch) for lp in sch.get_loops(b))
+    assert any(zero_loops(k.mod) for k in _kernels(load_relax(path)[0], target, canonical=False))  # as exported
+    model = import_model(path, target.tvm())
+    kernels = extract_kernels(model, target.tvm())
+    assert not any(zero_loops(k.mod) for k in kernels)
+    assert all(loop_rules.rule_schedules(k.mod) for k in kernels)
+    np.testing.assert_allclose(_run(model.mod, target, [x.numpy()]), _onnxruntime(path, [x.numpy()]), rtol=1e-6)
