@@ -76,7 +76,23 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
         if shapes else []
     if len(shapes) > 1:
         out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, padded))
-    return out
+    return out or _small_tiles(rows, columns, depth, lanes)
+
+
+def _small_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
+    """Where no tile fits within the limits above (a window attention's 49 x 49 products: neither 49 rows nor
+    49 columns fit, and TVM's default ran them as plain loops), the shapes of MIN_ROWS rows or more that pad
+    the fewest columns, packed, the last row tile cut short however much: two of them, the most accumulators
+    first and the fewest vectors second, unblocked. They are measured beside everything else, so a slower
+    one costs its measurement only."""
+    def padded_columns(shape: tuple[int, int]) -> int:
+        return _round_up(columns, shape[1] * lanes)
+    shapes = [s for s in TILE_SHAPES[lanes] if s[0] >= MIN_ROWS or rows % s[0] == 0]
+    least = min(padded_columns(s) for s in shapes)
+    best = sorted((s for s in shapes if padded_columns(s) == least),
+                  key=lambda s: (-s[0] * s[1], _round_up(rows, s[0])))
+    chosen = [best[0]] + [s for s in sorted(best, key=lambda s: (s[1], -s[0])) if s != best[0]][:1]
+    return [(tm, nv, lanes, 0, True) for tm, nv in chosen]
 
 
 def _round_up(n: int, multiple: int) -> int:
