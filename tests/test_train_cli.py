@@ -142,3 +142,24 @@ def test_a_leave_out_selector_never_learns_from_its_model_and_ranks_its_kernels(
     assert sorted(order) == list(range(len(candidates)))
     # it learned something: its first pick is faster than the median candidate
     assert candidates[order[0]].latency_s < np.median([r.latency_s for r in candidates])
+
+
+def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_root):
+    """A held-out model's exhaustive replay also holds the kernel's own schedules (the rules' tiles, match
+    SAMPLED), measured whatever the ranking and absent from the matrix the rankers learn from: they are not
+    ranked. Here a rule tile is the fastest candidate of every kernel; scored with it, no donor order could
+    reach a top-1 of 1, and the heuristic (rank 0 at shape distance 0) would pick it every time."""
+    from recommender.transfer_data import read_rows
+    rows = [r for r in read_rows(target_root / "transfer" / "alpha.jsonl.gz")]
+    rows = [CandidateRow(**{**r.__dict__, "target_model": "delta"}) for r in rows]
+    tiles = [CandidateRow(**{**r.__dict__, "match": "sampled", "source_model": "(conv rule)", "source_rank": 0,
+                             "latency_s": 1e-5, "costs": (1e-5,), "source_kernel": r.target_kernel})
+             for r in rows if r.match == "class" and r.source_rank == 0 and r.source_kernel == "k0"]
+    write_rows(target_root / "heldout" / "delta" / "candidates.jsonl.gz", rows + tiles)
+    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
+    assert r.returncode == 0, r.stderr
+    held = json.loads((target_root / "rankers" / "evaluation.json").read_text())["heldout"]
+    assert held["models"] == ["delta"] and held["candidates"] == "donors"
+    pooled = held["rankers"]["lgbm"]["pooled"]
+    assert pooled["kernels"] == 4 and pooled["top1"] > 0.5  # the donors' order, which the model learned
+    assert "donor candidates only" in (target_root / "card.md").read_text()

@@ -57,7 +57,9 @@ def rankers_markdown(target_dir: Path) -> str:
         held = ev.get("heldout") or {}
         if held.get("rankers"):
             lines += [f"Zoo models outside the bank ({', '.join(held['models'])}), their exhaustive replays "
-                      "(`heldout/`) ranked by rankers trained on the whole matrix:", "",
+                      "(`heldout/`) ranked by rankers trained on the whole matrix"
+                      + (", donor candidates only (the rules' tiles are measured whatever the ranking):"
+                         if held.get("candidates") == "donors" else ":"), "",
                       *_pooled_table(held["rankers"]), ""]
         nc = ev.get("noise_ceiling")
         if nc:
