@@ -43,6 +43,7 @@ SIZES = {
     "aspp": ("aspp", dict(image=256, ch=128, branch=128, classes=21)),
     "activations": ("activations", dict(ch=64, image=112)),
     "r3d": ("r3d", dict(ch=64, frames=8, image=112)),  # R3D-18's stem and first two stages
+    "lraspp": ("lraspp", dict(ch=16, image=256, classes=21)),  # LR-ASPP on a MobileNetV3-sized backbone
 }
 DEFAULT = "yolo,swin,t5,conformer,style_transfer"
 

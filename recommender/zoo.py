@@ -107,6 +107,8 @@ _ENTRIES = [
     ZooEntry("densenet121", "cnn", "DenseNet-121 (in-project definition)", _local("DenseNet121")),
     ZooEntry("c3d", "cnn", "C3D-style video net, 8 frames of 112x112 (in-project definition, half width)",
              _local("C3D", _clip)),
+    ZooEntry("fcn8s", "cnn", "FCN-8s segmentation net, bilinear skip fusion (in-project definition, half width)",
+             _local("FCN8s")),
     ZooEntry("convnext_tiny", "cnn", "ConvNeXt-T (transformers)",
              _hf_vision("ConvNextForImageClassification", "ConvNextConfig")),
     ZooEntry("regnet_y_040", "cnn", "RegNetY-4.0GF (transformers RegNet default config)",

@@ -2,8 +2,8 @@
 
 transformers covers ResNet, MobileNetV2, EfficientNet, ConvNeXt, RegNet, ViT and the BERT/GPT family;
 torchvision does not import beside the CPU torch build on this machine, so the remaining classic CNNs
-(VGG-16, DenseNet-121, MnasNet-1.0, GoogLeNet) and a video net (C3D) are defined here from their papers'
-layer tables.
+(VGG-16, DenseNet-121, MnasNet-1.0, GoogLeNet), a video net (C3D) and a segmentation net (FCN-8s) are defined
+here from their papers' layer tables.
 Weights are random; only the structure (and so the kernels) matters.
 """
 from __future__ import annotations
@@ -21,11 +21,11 @@ def _conv_bn_relu(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
     return nn.Sequential(*layers)
 
 
-def _plain_stages(cfg: list, conv: type[nn.Module], pools: dict[str, nn.Module]) -> tuple[nn.Sequential, int]:
-    """VGG-style features from a layer table: an int is a 3x3 (x3) conv with padding 1 + ReLU of that width, a
-    string the pool it names. Returns the layers and the last width."""
+def _plain_stages(cfg: list, conv: type[nn.Module], pools: dict[str, nn.Module],
+                  cin: int = 3) -> tuple[nn.Sequential, int]:
+    """VGG-style features from a layer table over `cin` input channels: an int is a 3x3 (x3) conv with padding
+    1 + ReLU of that width, a string the pool it names. Returns the layers and the last width."""
     layers: list[nn.Module] = []
-    cin = 3
     for v in cfg:
         if isinstance(v, str):
             layers.append(pools[v])
@@ -177,3 +177,29 @@ class C3D(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool3d(self.features(x), 1), 1))
+
+
+class FCN8s(nn.Module):
+    """FCN-8s (Long et al. 2015) on a VGG-style encoder at half width, 224x224 input, 21 classes: 1x1 score
+    layers at 1/8, 1/16 and 1/32 of the input, the coarser ones upsampled bilinearly by 2 and added to the next
+    (skip fusion), the sum upsampled by 8 to the input's size."""
+
+    def __init__(self, num_classes: int = 21) -> None:
+        super().__init__()
+        pool = nn.MaxPool2d(2, 2)
+        self.to8, c8 = _plain_stages([32, "M", 64, "M", 128, 128, "M"], nn.Conv2d, {"M": pool})
+        self.to16, c16 = _plain_stages([256, 256, "M"], nn.Conv2d, {"M": pool}, c8)
+        self.to32, c32 = _plain_stages([256, 256, "M"], nn.Conv2d, {"M": pool}, c16)
+        self.score8, self.score16, self.score32 = (nn.Conv2d(c, num_classes, 1) for c in (c8, c16, c32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f8 = self.to8(x)
+        f16 = self.to16(f8)
+        f32 = self.to32(f16)
+        y = self.score16(f16) + _upsample(self.score32(f32), 2)
+        y = self.score8(f8) + _upsample(y, 2)
+        return _upsample(y, 8)
+
+
+def _upsample(x: torch.Tensor, factor: int) -> torch.Tensor:
+    return nn.functional.interpolate(x, scale_factor=factor, mode="bilinear", align_corners=False)

@@ -5,11 +5,12 @@
 # A CPU's first bank is tuned into models/<key>/bank.tuning/ and renamed bank/ once every model in
 # BANK_MODELS is done: until then the CPU keeps transferring from the nearest complete bank
 # (recommender/target_dirs.py), not from a few models of its own. Models added later tune into bank/: zoo:c3d
-# (the video model, donor of conv3d schedules; 6 kernels, about 7 minutes on 2 cores) came after the banks of
-# llvm-znver3-2c, llvm-znver4-2c and llvm-rocketlake-2c were tuned: rerun this script on those CPUs to add it.
+# (the video model, donor of conv3d schedules; 6 kernels, about 7 minutes on 2 cores) and zoo:fcn8s (the
+# segmentation model, donor of bilinear resizes) came after the banks of llvm-znver3-2c, llvm-znver4-2c and
+# llvm-rocketlake-2c were tuned: rerun this script on those CPUs to add them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BANK_MODELS=${BANK_MODELS:-zoo:resnet18,zoo:efficientnet_b0,zoo:vit_b16,zoo:distilbert,zoo:mnasnet1_0,zoo:vgg16,zoo:googlenet,zoo:regnet_y_040,zoo:gpt2,zoo:mobilebert,zoo:densenet121,zoo:bert_tiny,zoo:c3d}
+BANK_MODELS=${BANK_MODELS:-zoo:resnet18,zoo:efficientnet_b0,zoo:vit_b16,zoo:distilbert,zoo:mnasnet1_0,zoo:vgg16,zoo:googlenet,zoo:regnet_y_040,zoo:gpt2,zoo:mobilebert,zoo:densenet121,zoo:bert_tiny,zoo:c3d,zoo:fcn8s}
 REFERENCE_MODELS=${REFERENCE_MODELS:-zoo:bert_base,zoo:resnet50,zoo:mobilenet_v2}
 KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(native_target().key)")
 if [ "${SKIP_BANK:-0}" != 1 ]; then

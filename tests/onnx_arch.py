@@ -2,7 +2,8 @@
 bring (shifted-window attention, channel shuffle, nearest-neighbour upsampling, RMS norms, causal masks over
 token ids, instance norms with reflection padding, fire modules with ceil-mode pooling, conformer blocks,
 depth-to-space upscaling, group norms with a timestep input and fused attention, dilated convs with bilinear
-resizes, and a run of activations with a local response norm).
+resizes, a run of activations with a local response norm, and a lite segmentation head whose bilinear
+upsampling to the input holds a large share of its FLOPs).
 Each builder returns (model in eval mode, example inputs), under a fixed seed; sizes are small enough for a
 test and shaped like the real thing."""
 from __future__ import annotations
@@ -355,6 +356,39 @@ def aspp(image: int = 64, ch: int = 64, branch: int = 32, classes: int = 8):
     return ASPP(ch, branch, classes).eval(), (torch.randn(1, 3, image, image),)
 
 
+class LRASPP(nn.Module):
+    """A lite segmentation head in LR-ASPP's shape (MobileNetV3's): a small inverted-residual backbone with
+    hard-swish, a 1x1 conv on the 1/16 features gated by a sigmoid of their global average, upsampled
+    bilinearly to the 1/8 features, both classified and summed, the sum upsampled bilinearly to the input."""
+
+    def __init__(self, ch: int = 16, classes: int = 21, inter: int = 128) -> None:
+        super().__init__()
+
+        def block(i: int, o: int, s: int, e: int = 4) -> nn.Module:
+            return nn.Sequential(nn.Conv2d(i, i * e, 1, bias=False), nn.BatchNorm2d(i * e), nn.Hardswish(),
+                                 nn.Conv2d(i * e, i * e, 3, s, 1, groups=i * e, bias=False), nn.BatchNorm2d(i * e),
+                                 nn.Hardswish(), nn.Conv2d(i * e, o, 1, bias=False), nn.BatchNorm2d(o))
+        self.to8 = nn.Sequential(nn.Conv2d(3, ch, 3, 2, 1, bias=False), nn.BatchNorm2d(ch), nn.Hardswish(),
+                                 block(ch, 2 * ch, 2), block(2 * ch, 3 * ch, 2))
+        self.to16 = nn.Sequential(block(3 * ch, 6 * ch, 2), block(6 * ch, 10 * ch, 1))
+        self.cbr = nn.Sequential(nn.Conv2d(10 * ch, inter, 1, bias=False), nn.BatchNorm2d(inter), nn.ReLU())
+        self.scale = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(10 * ch, inter, 1, bias=False), nn.Sigmoid())
+        self.low, self.high = nn.Conv2d(3 * ch, classes, 1), nn.Conv2d(inter, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        low = self.to8(x)
+        high = self.to16(low)
+        y = F.interpolate(self.cbr(high) * self.scale(high), size=low.shape[-2:], mode="bilinear",
+                          align_corners=False)
+        y = self.low(low) + self.high(y)
+        return F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+def lraspp(ch: int = 16, image: int = 64, classes: int = 21):
+    torch.manual_seed(0)
+    return LRASPP(ch, classes).eval(), (torch.randn(1, 3, image, image),)
+
+
 def activations(ch: int = 32, image: int = 32):
     """Convs between PReLU, LeakyReLU, Mish, HardSwish, ELU, Softplus, a local response norm (traced by torch
     into an If on the input's rank), tanh GELU and HardSigmoid; global max pooling and a log-softmax head."""
@@ -385,6 +419,7 @@ ARCHITECTURES = {
     "diffusion": diffusion,
     "aspp": aspp,
     "activations": activations,
+    "lraspp": lraspp,
 }
 
 
