@@ -49,9 +49,9 @@ DEFAULT = "yolo,swin,t5,conformer,style_transfer"
 
 
 def build(name: str):
-    from tests.onnx_arch import ARCHITECTURES, VIDEO_ARCHITECTURES
+    from tests.onnx_arch import ARCHITECTURES, SEGMENTATION_ARCHITECTURES, VIDEO_ARCHITECTURES
     builder, kw = SIZES[name]
-    return {**ARCHITECTURES, **VIDEO_ARCHITECTURES}[builder](**kw)
+    return {**ARCHITECTURES, **VIDEO_ARCHITECTURES, **SEGMENTATION_ARCHITECTURES}[builder](**kw)
 
 
 def time_side_by_side(spec: str, database: Path, torch_model, torch_args: tuple, target, cores: int) -> dict:

@@ -406,6 +406,10 @@ def activations(ch: int = 32, image: int = 32):
 # conv3ds have no donor and get the conv rule's tiles instead
 VIDEO_ARCHITECTURES = {"r3d": r3d}
 
+# segmentation heads whose bilinear upsampling holds a large share of the FLOPs: their resizes have donors only
+# in a bank with a segmentation model (llvm-znver5-2c's has zoo:fcn8s)
+SEGMENTATION_ARCHITECTURES = {"lraspp": lraspp}
+
 ARCHITECTURES = {
     "swin": swin,
     "shufflenet": shufflenet,
@@ -419,7 +423,6 @@ ARCHITECTURES = {
     "diffusion": diffusion,
     "aspp": aspp,
     "activations": activations,
-    "lraspp": lraspp,
 }
 
 
