@@ -1,7 +1,8 @@
 """Architectures outside the zoo, exported to ONNX in the test (tests/onnx_arch.py): shifted-window
 attention, channel shuffle, SPPF and nearest upsampling, RMS norms over token ids, causal masks and a tied LM
 head, instance norms with reflection padding, fire modules, conformer blocks, depth-to-space, group norms around
-fused attention, dilated convs with bilinear resizes, a local response norm that torch traces into an If; and
+fused attention, dilated convs with bilinear resizes, a local response norm that torch traces into an If, a
+segmentation head upsampled bilinearly; and
 Hugging Face models built from small configs (T5's encoder, Swin, wav2vec 2.0, DeBERTa-v2). Each must import with a dynamic batch dim,
 compute what ONNX Runtime computes, and have a bank donor (same class or same anchor) for at least 95% of its
 FLOPs, so that transfer schedules it instead of leaving plain loops."""
@@ -16,7 +17,7 @@ from recommender.kernels import extract_kernels, flop_shares
 from recommender.model_import import import_model, load_onnx, onnx_input_shapes
 from recommender.onnx_static import make_static
 
-from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, VIDEO_ARCHITECTURES, shufflenet
+from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, SEGMENTATION_ARCHITECTURES, VIDEO_ARCHITECTURES, shufflenet
 from .onnx_nets import export_onnx
 
 
@@ -25,7 +26,7 @@ def _export(name: str, folder: Path, opset: int | None = None, dynamo: bool = Fa
     """Export an architecture with a dynamic batch dim: by the TorchScript exporter (at `opset`, else its
     default) or, with `dynamo`, by torch.onnx's default exporter since torch 2.9 (torch.export, opset 20)."""
     import torch
-    model, args = {**ARCHITECTURES, **HF_ARCHITECTURES, **VIDEO_ARCHITECTURES}[name]()
+    model, args = {**ARCHITECTURES, **HF_ARCHITECTURES, **VIDEO_ARCHITECTURES, **SEGMENTATION_ARCHITECTURES}[name]()
     path = str(folder / f"{name}.onnx")
     if dynamo:
         batch = torch.export.Dim("batch")
@@ -116,6 +117,31 @@ def test_a_video_models_conv3ds_import_compute_as_onnxruntime_and_get_the_conv_r
     assert "conv3d/" in TILE_RULE_CLASSES and sum(s for _, s in convs) > 0.95
     assert all(conv_output(k.mod) and tile_rule_schedules(k.mod, target.tvm()) for k, _ in convs), \
         [k.name for k, _ in convs if not conv_output(k.mod)]
+
+
+@pytest.mark.slow
+def test_a_segmentation_heads_resizes_take_donors_from_a_bank_with_a_segmentation_model(target, tmp_path,
+                                                                                       shipped_bank_index):
+    """lraspp's bilinear upsampling to the input holds a quarter of its FLOPs. The shipped znver3 bank has no
+    model with a resize, so they have no donor there (below 95% of FLOPs); llvm-znver5-2c's bank has zoo:fcn8s,
+    whose tuned resize (exported by torch.export) replays onto the ONNX resizes and computes what they compute."""
+    from recommender.candidates import BankIndex
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.replay import replay_trace
+    from recommender.rows import CLASS
+    path, inputs = _export("lraspp", tmp_path)
+    model = import_model(path, target.tvm())
+    _assert_computes_as_onnxruntime(model, path, inputs, target)
+    znver5 = BankIndex(Path(__file__).resolve().parents[1] / "models" / "llvm-znver5-2c" / "bank")
+    assert _donor_share(model, target, shipped_bank_index) < 0.95 <= _donor_share(model, target, znver5)
+    resizes = [k for k in extract_kernels(model, target.tvm()) if k.class_key.endswith("@resize")]
+    assert len(resizes) == 2
+    with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0)) as m:
+        for k in resizes:
+            src = znver5.sources_for(k, top_n=1, match=CLASS)[0]
+            assert src.model == "fcn8s"
+            (res,) = m.measure([replay_trace(src.trace_json, src.source_mod, k.mod, target.tvm()).mod], reference=k.mod)
+            assert res.status == "ok", (k.name, res.error)
 
 
 @pytest.mark.slow
