@@ -103,7 +103,7 @@ def main() -> None:
     section = rankers_markdown(root)
     if section:
         lines += [section, ""]
-    atomic_write_text(str(root / "card.md"), "\n".join(lines) + "\n")
+    atomic_write_text(str(root / "card.md"), "\n".join(lines).rstrip("\n") + "\n")  # as update_card ends it
     print(f"wrote {root / 'card.md'}")
 
 

@@ -71,6 +71,7 @@ def test_train_saves_rankers_and_evaluate_scores_them(target_root):
     assert set(ev["learning_curve"]) == {"0.5", "1.0"}
     card = (target_root / "card.md").read_text()
     assert card.startswith("# fx-key") and card.count("## Rankers") == 1 and "| lgbm | 12 |" in card
+    assert not card.endswith("\n\n")  # one newline at the end, as scripts/make_card.py ends it
     run_cli("evaluate", "--target-key", "fx-key", "--ranker", "random")  # a second run replaces the section
     assert (target_root / "card.md").read_text().count("## Rankers") == 1
 

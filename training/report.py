@@ -92,8 +92,9 @@ def update_card(target_dir: Path) -> Path | None:
     if HEADING in text:
         head, _, rest = text.partition(HEADING)
         nxt = rest.find("\n## ")
-        text = head.rstrip("\n") + "\n\n" + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "\n")
+        text = head.rstrip("\n") + "\n\n" + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "")
     else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
+        text = text.rstrip("\n") + "\n\n" + section
+    text = text.rstrip("\n") + "\n"  # one newline at the end, as make_card writes it
     atomic_write_text(str(card), text)
     return card
