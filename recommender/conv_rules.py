@@ -244,11 +244,11 @@ def only_root_block(sch: object, prefix: str) -> object | None:
 
 
 def _column_stride_fits(block: object) -> bool:
-    """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (or at xx + d * rx, dilated): a vector of output
-    columns then loads one input row contiguously, or, at stride 2, every other float of two vectors (which
-    LLVM shuffles out without a gather where the input is read in place; a padded input is stored with even and
-    odd columns apart, see `_tile`) (resnet18's stride-2 3x3 convs on llvm-znver4-2c: 108-127 GFLOP/s
-    under the rule, against 22-108 with the donors the ranker picked; output-checked)."""
+    """Whether the conv reads its input at column s * xx + rx with s 1 or 2 (or at xx + d * rx, dilated): a
+    vector of output columns then loads one input row contiguously, or, at stride 2, every other float of two
+    vectors (which LLVM shuffles out without a gather where the input is read in place; a padded input is
+    stored with even and odd columns apart, see `_tile`) (resnet18's stride-2 3x3 convs on llvm-znver4-2c:
+    108-127 GFLOP/s under the rule, against 22-108 with the donors the ranker picked; output-checked)."""
     return _column_stride(block) in (1, 2)
 
 

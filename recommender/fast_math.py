@@ -101,9 +101,9 @@ _POW_UNDER = -103.97208  # log of the smallest subnormal: below it x**y is 0
 def fast_pow_expr(x: object, y: object) -> object:
     """x**y for float32 TIR expressions, as exp(y log|x|) with the polynomials above, so that it vectorizes
     (a local response norm's x**0.75). The IEEE cases are kept: y == 0 gives 1, x == 0 gives 0 or +inf, a
-    negative x gives NaN, or the sign of an odd integer y, a NaN NaN (but 1**y is 1), and results past float32's range +inf or 0 (0
-    also where libm still returns a subnormal). Relative error: a few ulp times |y log|x||, up to ~1e-5 near
-    the overflow."""
+    negative x gives NaN, or the sign of an odd integer y, a NaN NaN (but 1**y is 1), and results past
+    float32's range +inf or 0 (0 also where libm still returns a subnormal). Relative error: a few ulp times
+    |y log|x||, up to ~1e-5 near the overflow."""
     from tvm import tirx
     lanes = _lanes(x)
 
@@ -112,7 +112,7 @@ def fast_pow_expr(x: object, y: object) -> object:
     if _lanes(y) != lanes:  # a scalar exponent against a vector base
         y = tirx.Broadcast(y, lanes)
     ax = tirx.abs(x)
-    t = y * fast_log_expr(tirx.max(ax, c(_FLT_MIN)))
+    t = y * fast_log_expr(ax)  # at |x| == 0, inf or NaN the selects below decide
     magnitude = tirx.Select(t > c(_POW_OVER), c(float("inf")),
                             tirx.Select(t < c(_POW_UNDER), c(0.0), fast_exp_expr(t)))
     magnitude = tirx.Select(ax == c(0.0), tirx.Select(y > c(0.0), c(0.0), c(float("inf"))), magnitude)

@@ -76,12 +76,13 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
         if shapes else []
     if len(shapes) > 1:
         out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, padded))
-    return out or _small_tiles(rows, columns, depth, lanes)
+    return out or _small_tiles(rows, columns, lanes)
 
 
-def _small_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
+def _small_tiles(rows: int, columns: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
     """Where no tile fits within the limits above (a window attention's 49 x 49 products: neither 49 rows nor
-    49 columns fit, and TVM's default ran them as plain loops), the shapes of MIN_ROWS rows or more that pad
+    49 columns fit, and TVM's default ran them as plain loops), the shapes of MIN_ROWS rows or more (or whose
+    rows divide M) that pad
     the fewest columns, packed, the last row tile cut short however much: two of them, the most accumulators
     first and the fewest vectors second, unblocked. They are measured beside everything else, so a slower
     one costs its measurement only."""

@@ -171,9 +171,8 @@ def fold_epilogue(sch: object, target_mod: object) -> bool:
     """Inline every intermediate spatial block after the kernel's anchor into its consumers, so that the
     epilogue is one block, the output's (an intermediate read twice is computed twice: elementwise work
     beside the anchor's reduction). False when there is no such block or one does not inline."""
-    names = [b.name for b in block_infos(target_mod)]
-    anchor = names[anchor_index(block_infos(target_mod))]
-    after = names[names.index(anchor) + 1:]
+    blocks = block_infos(target_mod)
+    after = [b.name for b in blocks[anchor_index(blocks) + 1:]]
     folded = False
     for name in after:
         block = sch.get_sblock(name)

@@ -102,7 +102,7 @@ def main() -> None:
         lines.append("")
     section = rankers_markdown(root)
     if section:
-        lines += [section, ""]
+        lines.append(section)
     atomic_write_text(str(root / "card.md"), "\n".join(lines).rstrip("\n") + "\n")  # as update_card ends it
     print(f"wrote {root / 'card.md'}")
 

@@ -90,8 +90,9 @@ def rankers_table(target_dir: Path) -> list[str]:
     held = (ev.get("heldout") or {}).get("rankers", {})
     if "lgbm" in held:
         p, rnd = held["lgbm"]["pooled"], held.get("random", {}).get("pooled", {})
+        donors = ", donor candidates only" if ev["heldout"].get("candidates") == "donors" else ""
         lines += [f"  On the held-out zoo models ({', '.join(ev['heldout']['models'])}; {p['kernels']} kernels of "
-                  f"their exhaustive replays{', donor candidates only' if ev['heldout'].get('candidates') == 'donors' else ''}), "
+                  f"their exhaustive replays{donors}), "
                   f"lgbm trained on the whole matrix scores top-1 {_f3(p['top1'])}, "
                   f"top-5 {_f3(p['top5'])} (random {_f3(rnd.get('top1'))} / {_f3(rnd.get('top5'))}).", ""]
     return lines

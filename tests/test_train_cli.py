@@ -151,7 +151,7 @@ def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_roo
     ranked. Here a rule tile is the fastest candidate of every kernel; scored with it, no donor order could
     reach a top-1 of 1, and the heuristic (rank 0 at shape distance 0) would pick it every time."""
     from recommender.transfer_data import read_rows
-    rows = [r for r in read_rows(target_root / "transfer" / "alpha.jsonl.gz")]
+    rows = read_rows(target_root / "transfer" / "alpha.jsonl.gz")
     rows = [CandidateRow(**{**r.__dict__, "target_model": "delta"}) for r in rows]
     tiles = [CandidateRow(**{**r.__dict__, "match": "sampled", "source_model": "(conv rule)", "source_rank": 0,
                              "latency_s": 1e-5, "costs": (1e-5,), "source_kernel": r.target_kernel})
