@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.errors import SchedrecError, run_script  # noqa: E402
-from recommender.fileio import atomic_write_json, atomic_write_text, display_path  # noqa: E402
+from recommender.core.errors import SchedrecError, run_script  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text, display_path  # noqa: E402
 from results_dir import results_dir, run_header  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def rebuild_database(run: Path, rev: str, kernels: dict, target: object, out: st
     trace replayed on `kernels` (name -> Kernel); answers the number of records."""
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.replay import apply_replayed
+    from recommender.transfer.replay import apply_replayed
     from recommender.transfer.database import commit_schedule
     report = json.loads(_git_show(rev, run / "report.json"))
     rows = [json.loads(line) for line in gzip.decompress(_git_show(rev, run / "candidates.jsonl.gz")).splitlines()]
@@ -67,11 +67,11 @@ def rebuild_database(run: Path, rev: str, kernels: dict, target: object, out: st
 def main() -> None:
     import statistics
 
-    from recommender.baselines import interleaved, worst_stalls
-    from recommender.kernels import extract_kernels
+    from recommender.compare.baselines import interleaved, worst_stalls
+    from recommender.frontend.kernels import extract_kernels
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="a zoo model with a latency run on this CPU")
     ap.add_argument("--rev", required=True, help="the git revision whose committed run is compared (e.g. 702fbaa)")

@@ -15,9 +15,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recommender.bank import repo_models_dir  # noqa: E402
-from recommender.errors import run_script  # noqa: E402
-from recommender.fileio import atomic_write_json  # noqa: E402
+from recommender.target.folders import repo_models_dir  # noqa: E402
+from recommender.core.errors import run_script  # noqa: E402
+from recommender.core.fileio import atomic_write_json  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 

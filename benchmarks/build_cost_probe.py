@@ -16,8 +16,8 @@ import tempfile
 from measurer_vs_stock import candidates, native_setup
 from results_dir import results_dir
 
-from recommender.kernels import extract_kernels
-from recommender.model_import import import_model
+from recommender.frontend.kernels import extract_kernels
+from recommender.frontend.model_import import import_model
 
 
 def _cpu() -> tuple[float, float]:

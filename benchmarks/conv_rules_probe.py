@@ -1,11 +1,11 @@
 """How fast are the conv (or matmul) rule's register tiles against the best transferred donor, and PyTorch?
 
-For the heaviest conv kernels of a model, the register tiles of `recommender.conv_rules` (with --all-tiles,
+For the heaviest conv kernels of a model, the register tiles of `recommender.rules.conv` (with --all-tiles,
 more shapes than the rule keeps) are built, checked against the unscheduled kernel and measured, side by
 side with the fastest donor schedule the model's latency run measured (its trace replayed from
 models/<target>/latency/<model>/candidates.jsonl.gz, where this target has one) and with PyTorch's conv on the same shapes; GFLOP/s
 against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json). With --rule matmul, the
-same for the heaviest matmul and batch_matmul kernels and `recommender.matmul_rules`.
+same for the heaviest matmul and batch_matmul kernels and `recommender.rules.matmul`.
 
     python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles] [--rule matmul]
 writes benchmarks/results/<target-key>/conv_rules.json and .md (matmul_rules.* with --rule matmul); keep the
@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 
 def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[int, int, int]]:
     """Every register tile of the rule's shapes for `lanes` and a few more, over every column tile of
     either register width that divides the width (not only the few the rule keeps)."""
-    from recommender import conv_rules as cr
+    from recommender.rules import conv as cr
     widths = sorted({w for ws in (*cr.COLUMN_TILES.values(), *cr.NARROW_TILES.values()) for w in ws}, reverse=True)
     shapes = dict.fromkeys(cr.TILE_SHAPES[lanes] + ((2, 4), (8, 2), (4, 4), (16, 1))
                            if channels > 1 else cr.DEPTHWISE_SHAPES[lanes])
@@ -40,7 +40,7 @@ def all_tiles(channels: int, height: int, width: int, lanes: int) -> list[tuple[
 def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
     """Every register tile of the matmul rule's shapes for `lanes` that fits the output, with every K block,
     W read in place and packed, and the rule's own (its ragged-row tiles included)."""
-    from recommender import matmul_rules as mr
+    from recommender.rules import matmul as mr
     every = [(tm, nv, lanes, kb, packed) for tm, nv in mr.TILE_SHAPES[lanes]
              if rows % tm == 0 and columns % (nv * lanes) == 0 for kb in mr.k_blocks(depth) for packed in (False, True)]
     return list(dict.fromkeys(mr.matmul_tiles(rows, columns, depth, lanes) + every))
@@ -48,7 +48,7 @@ def all_matmul_tiles(rows: int, columns: int, depth: int, lanes: int) -> list[tu
 
 def rule_kinds() -> dict:
     """Per --rule: (rule module, kernel class prefixes, its output shape, its own tiles, every tile, torch op)."""
-    from recommender import conv_rules, matmul_rules
+    from recommender.rules import conv as conv_rules, matmul as matmul_rules
     return {"conv": (conv_rules, ("conv2d/", "group_conv2d/", "depthwise_conv2d/"), conv_rules.conv_output, conv_rules.conv_tiles, all_tiles, "conv2d"),
             "matmul": (matmul_rules, ("matmul/", "batch_matmul/"), matmul_rules.matmul_output,
                        matmul_rules.matmul_tiles, all_matmul_tiles, "matmul")}
@@ -77,11 +77,11 @@ def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
     from results_dir import results_dir, run_header
 
-    from recommender.kernels import extract_kernels
+    from recommender.frontend.kernels import extract_kernels
     from recommender.measure import Measurer
-    from recommender.model_import import import_model
-    from recommender.replay import _postprocess, apply_replayed
-    from recommender.target import float32_lanes, parse_target
+    from recommender.frontend.model_import import import_model
+    from recommender.transfer.replay import postprocess, apply_replayed
+    from recommender.target.spec import float32_lanes, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="vgg16,resnet50")
@@ -144,7 +144,7 @@ def main() -> None:
                     plain = rule.rule_schedules(k.mod, columns, deinterleave=False)
                     if len(plain) == len(columns) and len(scheds) == len(tiles):
                         tiles, scheds = tiles + [(*t, "plain") for t in columns], scheds + plain
-                mods = [_postprocess(s, k.mod, tt, None).mod for s in scheds]
+                mods = [postprocess(s, k.mod, tt, None).mod for s in scheds]
                 trace, source = best_donor_trace(target.key, model, k.name, any_source=args.padded or args.flat)
                 donor = [apply_replayed(trace, k.mod, tt).mod] if trace else []
                 results = measurer.measure(donor + mods, reference=k.mod)

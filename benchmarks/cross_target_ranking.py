@@ -1,5 +1,5 @@
 """Does a ranker trained on one CPU's measurements rank another CPU's candidates? (A CPU without its own
-matrix is served by the nearest target's ranker, recommender/target_dirs.py.)
+matrix is served by the nearest target's ranker, recommender/target/folders.py.)
 
 For each model M of the test target's transfer matrix, leave one model out on both sides: each ranker is
 fitted on the train target's matrix without M (neither as target nor as source, plus that target's bank
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 METRICS = ("top1", "top3", "top5", "q1", "q5")
 
@@ -33,7 +33,7 @@ def cross_scores(train_dir: Path, test_dir: Path, names: list[str]) -> dict:
     from training.dataset import leave_model_out, ranking_set, trainable
     from training.evaluate import FeatureTable, fit_ranker, predict
     from training.metrics import score_groups, summarize_outcomes
-    from training.rankers import ranker_class
+    from training.registry import ranker_class
     from training.train import TargetData
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     train, test = TargetData(train_dir, log), TargetData(test_dir, log, bank_records=False)
@@ -57,7 +57,7 @@ def cross_scores(train_dir: Path, test_dir: Path, names: list[str]) -> dict:
 def main() -> None:
     from results_dir import results_dir
 
-    from recommender.bank import repo_models_dir
+    from recommender.target.folders import repo_models_dir
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train-key", default="llvm-znver3-2c", help="the target whose matrix the rankers learn from")
     ap.add_argument("--test-key", required=True, help="the target whose measured candidates they rank")

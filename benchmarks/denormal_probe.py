@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from recommender.fileio import atomic_write_json  # noqa: E402
+from recommender.core.fileio import atomic_write_json  # noqa: E402
 
 
 def median_ms(model, inputs, repeat: int = 5) -> float:
@@ -35,8 +35,8 @@ def main() -> None:
     import torch
     from results_dir import results_dir
 
-    from recommender.target import cpu_name, native_target
-    from recommender.zoo import build_zoo_model
+    from recommender.target.spec import cpu_name, native_target
+    from recommender.frontend.zoo import build_zoo_model
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="efficientnet_b0")
     ap.add_argument("--threads", type=int, default=2)

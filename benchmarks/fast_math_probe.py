@@ -1,4 +1,4 @@
-"""What vectorized exp/erf (recommender/fast_math.py) buys on the kernels of real models.
+"""What vectorized exp/erf (recommender/measure/fast_math.py) buys on the kernels of real models.
 
 For every kernel of the given zoo models whose TIR calls exp, erf, tanh or sigmoid (softmax, GELU, SiLU,
 ...), it draws 8 schedules from the kernel's MetaSchedule design space (the fallback schedrec gives such
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 from results_dir import results_dir, run_header  # noqa: E402
 
 TRANSCENDENTAL = ("T.exp(", "T.erf(", "T.tanh(", "T.sigmoid(")
@@ -29,8 +29,8 @@ SAMPLES, ROUNDS = 8, 2
 
 def transcendental_kernels(spec: str, target) -> list:
     """The model's kernels whose TIR calls exp, erf, tanh or sigmoid."""
-    from recommender.kernels import extract_kernels
-    from recommender.model_import import import_model
+    from recommender.frontend.kernels import extract_kernels
+    from recommender.frontend.model_import import import_model
     kernels = extract_kernels(import_model(spec, target.tvm()), target.tvm())
     return [k for k in kernels if any(call in k.mod.script() for call in TRANSCENDENTAL)]
 
@@ -38,7 +38,7 @@ def transcendental_kernels(spec: str, target) -> list:
 def time_kernel(kernel, target, measurers: dict) -> dict:
     """Default and best-sample latency (s) of the kernel built with libm's calls ("exact") and with fast math
     ("fast"), each side measured by its own measurer, the sides interleaved."""
-    from recommender.replay import sample_schedules
+    from recommender.transfer.replay import sample_schedules
     mods = [kernel.mod] + [s.mod for s in sample_schedules(kernel.mod, target.tvm(), SAMPLES)]
     best: dict[str, list[float]] = {}
     for _ in range(ROUNDS):
@@ -53,7 +53,7 @@ def main() -> None:
     from dataclasses import replace
 
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.target import parse_target
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="distilbert,gpt2")
     ap.add_argument("--target", default="native")
@@ -87,7 +87,7 @@ def render(out: dict) -> str:
              f"`{out['command']}`. Every kernel that calls exp, erf, tanh or sigmoid; the fastest of "
              f"{out['samples']} design-space samples built each way, {out['rounds']} interleaved rounds of the "
              f"measurer's 5-repeat medians (target `{json.dumps(out['target'], sort_keys=True)}`). *exact*: libm's scalar calls (stock TVM, "
-             "`--exact-math`); *fast*: `recommender/fast_math.py`.", "",
+             "`--exact-math`); *fast*: `recommender/measure/fast_math.py`.", "",
              "| model | kernel | calls | exact ms | fast ms | speed-up | weight x saved ms |", "|---|---|---|---|---|---|---|"]
     for model, rows in out["models"].items():
         saved = 0.0

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
 
@@ -31,13 +31,13 @@ def conv_kernels(spec: str, target: object, layout: str) -> list:
     """The model's conv2d kernels, lowered as the bank lowers them, with its convs in `layout`."""
     from tvm import relax
 
-    from recommender.kernels import extract_kernels
-    from recommender.model_import import ImportedModel, _main_inputs, load_relax, lower_for_tuning
+    from recommender.frontend.kernels import extract_kernels
+    from recommender.frontend.model_import import ImportedModel, main_inputs, load_relax, lower_for_tuning
     mod, name = load_relax(spec)
     if layout == "NHWC":
         mod = relax.transform.ConvertLayout(NHWC)(mod)
     mod = lower_for_tuning(mod, target, spec)
-    names, shapes, dtypes = _main_inputs(mod)
+    names, shapes, dtypes = main_inputs(mod)
     model = ImportedModel(name=name, spec=spec, mod=mod, input_names=names, input_shapes=shapes, input_dtypes=dtypes)
     return [k for k in extract_kernels(model, target) if k.class_key.startswith("conv2d/")]
 
@@ -47,16 +47,16 @@ def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
     from results_dir import results_dir, run_header
 
-    from recommender.bank_tune import _quiet_metaschedule
+    from recommender.bank.tune import quiet_metaschedule
     from recommender.measure import Measurer
-    from recommender.target import parse_target
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="zoo:resnet50")
     ap.add_argument("--kernels", type=int, default=2, help="the heaviest this many conv2d kernels")
     ap.add_argument("--trials", type=int, default=64, help="measured trials per search")
     args = ap.parse_args()
-    _quiet_metaschedule()
+    quiet_metaschedule()
     target = parse_target(args.target)
     tt = target.tvm()
     nchw = sorted(conv_kernels(args.model, tt, "NCHW"), key=lambda k: -k.total_flops)[:args.kernels]

@@ -2,7 +2,7 @@
 
 For each model, the kernels of its committed latency run (models/<key>/latency/<model>/report.json) that
 had no donor (match `sampled`), heaviest first by weight x default latency: the default version, 4 draws
-of the kernel's MetaSchedule design space and the loop rules' schedules (recommender/loop_rules.py),
+of the kernel's MetaSchedule design space and the loop rules' schedules (recommender/rules/loop.py),
 measured in one batch by schedrec's measurer (the target's threads, outputs checked against the default).
 
     python benchmarks/loop_rules_probe.py [--models densenet121,bert_base] [--kernels 4]
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 from results_dir import results_dir, run_header  # noqa: E402
 
 DRAWS = 4
@@ -30,7 +30,7 @@ def _ms(result: object) -> float | None:
 
 
 def probe_kernel(kernel: object, measurer: object, target: object) -> dict:
-    from recommender.replay import rule_schedules, sample_schedules
+    from recommender.transfer.replay import rule_schedules, sample_schedules
     rules = rule_schedules(kernel.mod, target)
     draws = sample_schedules(kernel.mod, target, DRAWS)
     results = measurer.measure([kernel.mod] + [r.mod for r in rules + draws], reference=kernel.mod)
@@ -43,10 +43,10 @@ def probe_kernel(kernel: object, measurer: object, target: object) -> dict:
 
 
 def main() -> None:
-    from recommender.kernels import extract_kernels
+    from recommender.frontend.kernels import extract_kernels
     from recommender.measure import Measurer
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="densenet121,bert_base,mobilebert")

@@ -15,11 +15,11 @@ import os
 import statistics
 import time
 
-from recommender.kernels import extract_kernels
+from recommender.frontend.kernels import extract_kernels
 from recommender.measure import MeasureSettings, Measurer
-from recommender.model_import import import_model
-from recommender.target import native_target
-from recommender.tvm_setup import load_tensor_intrinsics
+from recommender.frontend.model_import import import_model
+from recommender.target.spec import native_target
+from recommender.core.tvm_setup import load_tensor_intrinsics
 from results_dir import results_dir
 
 

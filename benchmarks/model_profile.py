@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.errors import SchedrecError, run_script  # noqa: E402
-from recommender.fileio import atomic_write_json, atomic_write_text, read_json  # noqa: E402
-from recommender.zoo import ZOO  # noqa: E402
+from recommender.core.errors import SchedrecError, run_script  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text, read_json  # noqa: E402
+from recommender.frontend.zoo import ZOO  # noqa: E402
 from results_dir import results_dir, run_header  # noqa: E402
 
 
@@ -36,8 +36,8 @@ def build(model, target, database: Path, out: str) -> str:
     """The imported model compiled with the run's database applied, as the latency table builds it (the same
     worker code, in this process): the library's path."""
     import tvm
-    from recommender.measure.worker import _build_model
-    _build_model({"mod_json": tvm.ir.save_json(model.mod), "target": target.config, "database_dir": str(database),
+    from recommender.measure.worker import build_model
+    build_model({"mod_json": tvm.ir.save_json(model.mod), "target": target.config, "database_dir": str(database),
                   "fast_math": True, "out_path": out})
     return out
 
@@ -49,12 +49,12 @@ def profile(lib_path: str, inputs: list[tuple[list[int], str]], iters: int
     library, one instrumented, run in turn, so that a slow spell of the machine spoils both alike."""
     import tvm
     from tvm import relax
-    from recommender.measure.worker import _random_args
+    from recommender.measure.worker import random_args
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_path)
     plain_vm, timed_vm = relax.VirtualMachine(lib, dev), relax.VirtualMachine(lib, dev)
     # the inputs the latency table's timing worker feeds the model (uniform floats, zeros for integers)
-    args = _random_args([[[int(d) for d in s], d] for s, d in inputs], 0, dev)
+    args = random_args([[[int(d) for d in s], d] for s, d in inputs], 0, dev)
     for vm in (plain_vm, timed_vm):
         for _ in range(3):
             vm["main"](*args)
@@ -85,8 +85,8 @@ def onnxruntime_profile(name: str, threads: int, iters: int) -> dict:
     Runtime's profiler: the median run, and per node its op, output shape and median microseconds, the
     heaviest first."""
     import json
-    from recommender.baselines import export_onnx, onnxruntime_session
-    from recommender.zoo import build_zoo_model
+    from recommender.compare.baselines import export_onnx, onnxruntime_session
+    from recommender.frontend.zoo import build_zoo_model
     model, args = build_zoo_model(name)
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(model, args, os.path.join(tmp, "model.onnx"))
@@ -162,10 +162,10 @@ def markdown(out: dict) -> str:
 
 
 def main() -> None:
-    from recommender.bank import repo_models_dir
+    from recommender.target.folders import repo_models_dir
     from recommender.measure.host_lock import exclusive
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the run's model (its report names the spec)")
     ap.add_argument("--run", help="a schedrec transfer output folder (default: the latency table's run)")

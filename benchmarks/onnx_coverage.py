@@ -21,16 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 HELDOUT = ("resnet50", "bert_base", "mobilenet_v2", "convnext_tiny")
 
 
 def coverage(spec: str, target, index, measurer, cap: int) -> dict:
-    from recommender.kernels import extract_kernels, flop_shares
-    from recommender.model_import import import_model
-    from recommender.rows import ANCHOR, CLASS
+    from recommender.frontend.kernels import extract_kernels, flop_shares
+    from recommender.frontend.model_import import import_model
+    from recommender.core.rows import ANCHOR, CLASS
     from recommender.transfer.kernel import find_candidates
     tt = target.tvm()
     kernels = extract_kernels(import_model(spec, tt), tt)
@@ -55,11 +55,11 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(HELDOUT))
     ap.add_argument("--cap", type=int, default=8, help="donors replayed per kernel (default 8)")
     args = ap.parse_args()
-    from recommender.candidates import BankIndex
+    from recommender.transfer.candidates import BankIndex
     from recommender.measure import Measurer
-    from recommender.target import parse_target
-    from recommender.target_dirs import resolve
-    from recommender.zoo import build_zoo_model
+    from recommender.target.spec import parse_target
+    from recommender.target.folders import resolve
+    from recommender.frontend.zoo import build_zoo_model
     from tests.onnx_nets import export_onnx
 
     from scripts.export_onnx_examples import EXAMPLES

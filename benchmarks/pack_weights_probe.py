@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 from results_dir import results_dir, run_header  # noqa: E402
 
 
@@ -44,11 +44,11 @@ def probe_kernel(k: object, marked: object, source: object, tt: object) -> dict:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.measure.worker import _without_weight_rewrite
-    from recommender.replay import replay_trace
+    from recommender.measure.worker import without_weight_rewrite
+    from recommender.transfer.replay import replay_trace
     plain = replay_trace(source.trace_json, source.source_mod, k.mod, tt)
     packing = replay_trace(source.trace_json, source.source_mod, marked.mod, tt)
-    stripped = _without_weight_rewrite(packing.mod)
+    stripped = without_weight_rewrite(packing.mod)
     row = {"kernel": k.name, "weight": k.weight, "gflop": round(k.flops / 1e9, 4),
            "weight_shape": list(k.args[1][0]), "packed": stripped is not None}
     if stripped is None:
@@ -71,10 +71,10 @@ def probe_kernel(k: object, marked: object, source: object, tt: object) -> dict:
 
 
 def main() -> None:
-    from recommender.candidates import BankIndex
-    from recommender.kernels import extract_kernels
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.transfer.candidates import BankIndex
+    from recommender.frontend.kernels import extract_kernels
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="resnet50", help="a bank or reference model with its own records")
@@ -123,5 +123,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from recommender.errors import run_script
+    from recommender.core.errors import run_script
     run_script(main)

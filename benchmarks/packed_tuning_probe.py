@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 VARIANTS = ("plain", "packed")
 
@@ -33,12 +33,12 @@ def tune_once(kernel: object, target: object, measurer: object, work: Path, tria
     """`trials` trials of the bank's search on `kernel` into a fresh database under `work`; its best."""
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.bank_tune import _kernel_records, search_kernel
+    from recommender.bank.tune import kernel_records, search_kernel
     work.mkdir(parents=True, exist_ok=True)
     db = ms.database.JSONDatabase(work_dir=str(work))
     t0 = time.time()
     search_kernel(kernel, target, measurer, str(work), db, trials)
-    n, valid, best = _kernel_records(db, kernel.mod)
+    n, valid, best = kernel_records(db, kernel.mod)
     return {"trials": n, "valid": valid, "best_s": best, "search_s": round(time.time() - t0, 1),
             "gflops": round(kernel.flops / best / 1e9, 1) if best else None}
 
@@ -57,18 +57,18 @@ def main() -> None:
     from peak_gflops import measured_peak, torch_seconds
     from results_dir import results_dir, run_header
 
-    from recommender.bank_tune import _quiet_metaschedule
-    from recommender.kernels import extract_kernels
+    from recommender.bank.tune import quiet_metaschedule
+    from recommender.frontend.kernels import extract_kernels
     from recommender.measure import Measurer
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--model", default="zoo:resnet50")
     ap.add_argument("--kernels", type=int, default=3, help="the heaviest this many conv2d kernels")
     ap.add_argument("--trials", type=int, default=64, help="measured trials per search")
     args = ap.parse_args()
-    _quiet_metaschedule()
+    quiet_metaschedule()
     target = parse_target(args.target)
     tt = target.tvm()
     plain = {k.name: k for k in extract_kernels(import_model(args.model, tt), tt)}

@@ -1,7 +1,7 @@
 """What Relax's pad_temp copy of an unpadded (1x1) conv's input costs the conv rule's tiles.
 
 Relax legalizes every conv with a pad_temp block, a plain copy of the input where the conv has no padding.
-The conv rule inlines such a copy (`recommender.conv_rules.rule_schedules`, inline_copies), so the tile reads the input in place;
+The conv rule inlines such a copy (`recommender.rules.conv.rule_schedules`, inline_copies), so the tile reads the input in place;
 this probe builds the rule's own tiles of a model's heaviest pointwise convs both ways (copy inlined, copy
 made once at the root as before) and measures them side by side in one measurer call, output-checked
 against the unscheduled kernel.
@@ -20,14 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 
 
 def pointwise_convs(model: str, target: object, count: int) -> list:
     """The model's `count` heaviest conv kernels with a 1x1 filter that the conv rule applies to."""
-    from recommender import conv_rules as cr
-    from recommender.kernels import extract_kernels
-    from recommender.model_import import import_model
+    from recommender.rules import conv as cr
+    from recommender.frontend.kernels import extract_kernels
+    from recommender.frontend.model_import import import_model
     kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", target), target)
                if k.class_key.startswith("conv2d/") and cr.conv_output(k.mod)]
     return [k for k in kernels if cr.block_extents(k.mod, cr._conv_block)[5:] == [1, 1]][:count]
@@ -36,15 +36,15 @@ def pointwise_convs(model: str, target: object, count: int) -> list:
 def both_ways(kernel: object, target: object, lanes: int) -> tuple[list, list, list]:
     """(tiles, their modules with the copy inlined, the same tiles with the copy at the root), postprocessed;
     a tile that either way refuses is left out of both."""
-    from recommender import conv_rules as cr
-    from recommender.replay import ReplayFailure, _postprocess
+    from recommender.rules import conv as cr
+    from recommender.transfer.replay import ReplayFailure, postprocess
     tiles = cr.conv_tiles(*cr.conv_output(kernel.mod), lanes=lanes)
     built = {}
     for inline in (True, False):
         for tile in tiles:
             scheds = cr.rule_schedules(kernel.mod, [tile], lanes=lanes, inline_copies=inline)
             try:
-                built[(tile, inline)] = _postprocess(scheds[0], kernel.mod, target, None).mod if scheds else None
+                built[(tile, inline)] = postprocess(scheds[0], kernel.mod, target, None).mod if scheds else None
             except ReplayFailure:
                 built[(tile, inline)] = None
     kept = [t for t in tiles if built[(t, True)] is not None and built[(t, False)] is not None]
@@ -55,7 +55,7 @@ def main() -> None:
     from results_dir import results_dir, run_header
 
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.target import float32_lanes, parse_target
+    from recommender.target.spec import float32_lanes, parse_target
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="native")
     ap.add_argument("--models", default="mnasnet1_0,efficientnet_b0")

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.fileio import atomic_write_json, atomic_write_text  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 ITERS = 20_000_000
@@ -149,8 +149,8 @@ def torch_seconds(kind: str, args: list, threads: int) -> float:
 
 
 def main() -> None:
-    from recommender.target import host_cpu_flags, parse_target
-    from recommender.transfer_data import read_rows
+    from recommender.target.spec import host_cpu_flags, parse_target
+    from recommender.core.row_files import read_rows
     target = parse_target("native")
     cores = int(target.config.get("num-cores", 1))
     peak = fma_peak(cores, "avx512f" in host_cpu_flags())

@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recommender.bank import repo_models_dir  # noqa: E402
-from recommender.fileio import atomic_write_json, read_json  # noqa: E402
+from recommender.target.folders import repo_models_dir  # noqa: E402
+from recommender.core.fileio import atomic_write_json, read_json  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def kernel_groups(rows: list) -> dict[str, list]:
 
 def simulate(groups: dict[str, list], pool: set[str], selector, k: int) -> dict:
     """Kernel-latency sums and candidate counts of exhaustive replay and top-k for one pool."""
-    from recommender.selection import KernelCandidates
+    from recommender.transfer.selection import KernelCandidates
     ex_sum = top_sum = 0.0
     replayed = measured_ex = measured_top = 0
     for name, rows in groups.items():
@@ -73,8 +73,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/pool_scaling.json")
     a = ap.parse_args()
     a.out = a.out or results_dir(a.target_key) / "pool_scaling.json"
-    from recommender.recommend import load_selector
-    from recommender.transfer_data import read_rows
+    from recommender.transfer.recommend import load_selector
+    from recommender.core.row_files import read_rows
     target_dir = repo_models_dir() / a.target_key
     selector = load_selector("lgbm", target_dir, target_dir / "bank")
     sizes = [int(s) for s in a.sizes.split(",")]

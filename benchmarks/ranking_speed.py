@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recommender.bank import repo_models_dir  # noqa: E402
-from recommender.errors import run_script  # noqa: E402
-from recommender.fileio import atomic_write_json  # noqa: E402
+from recommender.target.folders import repo_models_dir  # noqa: E402
+from recommender.core.errors import run_script  # noqa: E402
+from recommender.core.fileio import atomic_write_json  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/ranking_speed.json")
     a = ap.parse_args()
-    from training.rankers import ranker_class
+    from training.registry import ranker_class
     from training.train import TargetData
 
     data = TargetData(repo_models_dir() / a.target_key, lambda m: None)

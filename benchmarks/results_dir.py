@@ -19,5 +19,5 @@ def results_dir(target_key: str, create: bool = True) -> Path:
 def run_header(target: object) -> dict:
     """What every probe's results file starts with: the target it measured under, its key, the CPU and the date."""
     import time
-    from recommender.target import cpu_name
+    from recommender.target.spec import cpu_name
     return {"target": target.config, "target_key": target.key, "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d")}

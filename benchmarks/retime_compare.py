@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recommender.fileio import atomic_write_json, read_json  # noqa: E402
+from recommender.core.fileio import atomic_write_json, read_json  # noqa: E402
 
 
 def main() -> None:
@@ -28,8 +28,8 @@ def main() -> None:
     import tvm
 
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.model_import import import_model
-    from recommender.target import TargetSpec
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import TargetSpec
     data = read_json(a.folder / "compare.json")
     target = TargetSpec(data["target"])
     model = import_model(data["spec"], target.tvm())

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.errors import SchedrecError, run_script  # noqa: E402
+from recommender.core.errors import SchedrecError, run_script  # noqa: E402
 
 # name -> (builder in torchvision.models, input shape)
 MODELS = {

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recommender.errors import run_script  # noqa: E402
-from recommender.fileio import atomic_write_json, atomic_write_text, read_json  # noqa: E402
+from recommender.core.errors import run_script  # noqa: E402
+from recommender.core.fileio import atomic_write_json, atomic_write_text, read_json  # noqa: E402
 from results_dir import results_dir  # noqa: E402
 
 # (builder in tests/onnx_arch.py, its arguments): sizes of the models these architectures come from
@@ -56,9 +56,9 @@ def build(name: str):
 
 def time_side_by_side(spec: str, database: Path, torch_model, torch_args: tuple, target, cores: int) -> dict:
     """Medians (ms) and round medians of schedrec's build, ONNX Runtime and PyTorch eager, interleaved."""
-    from recommender.baselines import interleaved, median, onnx_file_timer, pytorch_timer, worst_stalls
+    from recommender.compare.baselines import interleaved, median, onnx_file_timer, pytorch_timer, worst_stalls
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.model_import import import_model, split_spec
+    from recommender.frontend.model_import import import_model, split_spec
     from scripts.latency_table import MIN_REPEAT_S, REPEAT, ROUNDS, seconds_timer, tvm_timer
     model = import_model(spec, target.tvm())
     inputs = list(zip(model.input_shapes, model.input_dtypes))
@@ -105,10 +105,10 @@ def run_transfers(name: str, models: str, known: list[str], k: int, redo: bool, 
     (all with `redo`): `export(model, work folder)` -> (ONNX spec, torch module, its inputs, fields of the row),
     the shipped default's transfer (k per kernel), `time_side_by_side`; the row is written to <name>.json and
     the table, `markdown(results)`, to <name>.md after each model (resumable)."""
-    from recommender.errors import SchedrecError
-    from recommender.recommend import load_selector
-    from recommender.target import cpu_name, parse_target
-    from recommender.target_dirs import resolve
+    from recommender.core.errors import SchedrecError
+    from recommender.transfer.recommend import load_selector
+    from recommender.target.spec import cpu_name, parse_target
+    from recommender.target.folders import resolve
     from recommender.transfer.budgeted import budgeted_transfer
     names = [m for m in models.split(",") if m]
     unknown = sorted(set(names) - set(known))

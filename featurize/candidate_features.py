@@ -35,7 +35,7 @@ SEQUENCE_TOKENS = 64
 
 
 class CandidateLike(Protocol):
-    """What the featurizer reads from a candidate row (recommender.rows.CandidateRow has it)."""
+    """What the featurizer reads from a candidate row (recommender.core.rows.CandidateRow has it)."""
 
     class_key: str
     flops: float

@@ -57,7 +57,7 @@ def per_store_features(sch_mods: Sequence[object], target: object, workload_mod:
     reads it when workload features are on). Candidates are extracted one at a time on one thread; when
     `timings` is a list, the seconds each one took are appended to it (extraction lowers the schedule).
     """
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()  # TuneContext imports them, slowly without this
     from tvm.s_tir import meta_schedule as ms
     schs = [_schedule(s) for s in sch_mods]

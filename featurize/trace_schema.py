@@ -63,11 +63,6 @@ class MalformedTrace(ValueError):
     """Trace JSON that is not a well-formed MetaSchedule trace; the message says where."""
 
 
-def known_kinds() -> frozenset[str]:
-    """The instruction kinds a trace may contain."""
-    return frozenset(_SCHEMA)
-
-
 def check_trace(trace: Any) -> None:
     """Raise MalformedTrace unless `trace` is `[instructions, decisions]` in the shape TVM expects."""
     if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(x, list) for x in trace)):

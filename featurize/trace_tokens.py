@@ -70,7 +70,7 @@ class Vocabulary:
         return cls(sorted({token_name(i) for t in traces for i in t[0]}), version)
 
     def save(self, path: Path) -> None:
-        from recommender.fileio import atomic_write_json
+        from recommender.core.fileio import atomic_write_json
         atomic_write_json(str(path), {"version": self.version, "words": self.words[2:]})
 
     @classmethod

@@ -15,16 +15,16 @@ import time
 from collections import defaultdict
 
 from featurize.trace_json import strip_postproc, trace_to_json
-from recommender.kernels import extract_kernels
-from recommender.model_import import import_model
-from recommender.replay import ReplayFailure, postprocs_for, replay_trace
-from recommender.target import native_target
+from recommender.frontend.kernels import extract_kernels
+from recommender.frontend.model_import import import_model
+from recommender.transfer.replay import ReplayFailure, postprocs_for, replay_trace
+from recommender.target.spec import native_target
 
 
 def source_schedule(kernel, target, seed: int = 0):
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply",
                          num_threads=1, rand_state=seed)

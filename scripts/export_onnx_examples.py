@@ -20,7 +20,7 @@ from tests.onnx_nets import AudioNet, Mixer, Recurrent, UNet, encoder, export_on
 EXAMPLES = {
     # a post-norm transformer encoder, d=384, 6 heads, sequence 96 (the encoder of issue 14), 4 layers
     "onnx_encoder_d384": lambda: encoder(d=384, heads=6, ff=1536, layers=4, seq=96),
-    # architectures with operators no zoo model has (recommender/onnx_rewrite.py, recommender/canonical_ops.py)
+    # architectures with operators no zoo model has (recommender/frontend/onnx_rewrite.py, recommender/frontend/canonical_ops.py)
     "onnx_audio_conv1d": lambda: _seeded((1, 1, 16000), AudioNet),  # conv1d over a 1 s waveform at 16 kHz
     "onnx_lstm_2x256": lambda: _seeded((1, 100, 80), Recurrent, nn.LSTM, features=80, hidden=256, num_layers=2),
     "onnx_unet_32": lambda: _seeded((1, 3, 128, 128), UNet, 32),  # transposed convs, skip concatenations

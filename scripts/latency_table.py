@@ -33,14 +33,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from recommender.bank import bank_models, read_meta, repo_models_dir, unpack
-from recommender.baselines import interleaved, median, onnxruntime_timer, pytorch_timer, worst_stalls
-from recommender.errors import SchedrecError, run_script
-from recommender.fileio import atomic_write_json, display_path, read_json
+from recommender.bank.store import bank_models, read_meta, unpack
+from recommender.target.folders import repo_models_dir
+from recommender.compare.baselines import interleaved, median, onnxruntime_timer, pytorch_timer, worst_stalls
+from recommender.core.errors import SchedrecError, run_script
+from recommender.core.fileio import atomic_write_json, display_path, read_json
 from recommender.measure import MeasureSettings, Measurer
-from recommender.model_import import import_model
-from recommender.target import cpu_name, parse_target
-from recommender.zoo import ZOO, build_zoo_model
+from recommender.frontend.model_import import import_model
+from recommender.target.spec import cpu_name, parse_target
+from recommender.frontend.zoo import ZOO, build_zoo_model
 
 
 ROUNDS, REPEAT, MIN_REPEAT_S = 3, 3, 0.2  # every timed column: rounds x repeats of at least 200 ms
@@ -66,7 +67,7 @@ def seconds_timer(timer: Callable[[int, float], list[float]]) -> Callable[[], li
 class Recommenders:
     """Per model, the selector schedrec would use for it if it were new: lgbm fitted on the target's matrix
     without the model; where the target's matrix lacks the model (a CPU whose matrix is not measured yet),
-    fitted without it on the nearest target's matrix that has it (recommender/target_dirs.py); else the shipped
+    fitted without it on the nearest target's matrix that has it (recommender/target/folders.py); else the shipped
     ranker. Each matrix and featurizer is read once, at the first model that needs it."""
 
     def __init__(self, root: Path) -> None:
@@ -75,23 +76,24 @@ class Recommenders:
 
     def matrix_for(self, name: str) -> Path | None:
         """The target folder whose matrix serves `name`: this target's, else the nearest one with the model."""
-        from recommender.target_dirs import distance
+        from recommender.target.folders import distance
         have = [d for d in self.root.parent.iterdir()
                 if (d / "transfer" / f"{name}.jsonl.gz").exists() and (d / "bank").is_dir()]
         # the target itself is at distance zero from itself: its own matrix wins wherever it has the model
         return min(have, key=lambda d: distance(self.root.name, d.name)) if have else None
 
     def for_model(self, name: str):
-        from recommender.recommend import load_selector
+        from recommender.transfer.recommend import load_selector
         source = self.matrix_for(name)
         if source is None:
-            from recommender.target_dirs import resolve
+            from recommender.target.folders import resolve
             folder = resolve(self.root.parent, self.root.name, "rankers")[0]
             selector = load_selector("lgbm", folder, self.root / "bank")
             if folder.name != self.root.name:  # this target has no rankers yet: the row says whose it used
                 selector.name += f" shipped for {folder.name} (the nearest target with rankers)"
             return selector
-        from training.train import TargetData, leave_out_selector
+        from recommender.transfer.recommend import leave_out_selector
+        from training.train import TargetData
         if source not in self.data:
             self.data[source] = TargetData(source, log=lambda m: print(m, file=sys.stderr, flush=True))
         selector = leave_out_selector(self.data[source], name)

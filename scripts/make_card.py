@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from recommender.bank import bank_models, read_meta, repo_models_dir
-from recommender.bank_info import model_summary
-from recommender.errors import run_script
-from recommender.fileio import atomic_write_text, read_json
-from recommender.target import cpu_name, native_target, parse_target
+from recommender.bank.store import bank_models, read_meta
+from recommender.target.folders import repo_models_dir
+from recommender.bank.info import model_summary
+from recommender.core.errors import run_script
+from recommender.core.fileio import atomic_write_text, read_json
+from recommender.target.spec import cpu_name, native_target, parse_target
 from training.report import rankers_markdown
 
 MAX_DRIFT = 1.5  # a latency row whose columns moved more than this between rounds gets a caveat on the card
@@ -155,7 +156,7 @@ def _timing(lat: dict) -> str:
     if fast:
         searched = [n for n in fast if (lat[n].get("schedrec") or {}).get("search_fast_math")]
         text += (f" TVM builds of {'every row' if len(fast) == len(lat) else ', '.join(fast)} use schedrec's "
-                 "vectorized float32 exp/erf (`recommender/fast_math.py`; the others libm's scalar calls, as stock "
+                 "vectorized float32 exp/erf (`recommender/measure/fast_math.py`; the others libm's scalar calls, as stock "
                  f"TVM); schedrec's search measured with them on {len(searched)} of {len(fast)}.")
     if len(rounds) == len(lat):
         return text

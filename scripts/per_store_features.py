@@ -1,7 +1,7 @@
 """MetaSchedule PerStoreFeature summaries for every transfer-matrix candidate that has a trace.
 
 Each candidate's replayed trace is applied to its target kernel again (with the kernel's postprocessors,
-`recommender.replay.apply_replayed`), PerStoreFeature is extracted (it lowers the schedule) and summarised
+`recommender.transfer.replay.apply_replayed`), PerStoreFeature is extracted (it lowers the schedule) and summarised
 over stores (`featurize.per_store.summarize`: sum | max | mean | log2(1 + n_stores), 493 float32 values).
 Output, `<matrix>/../features/per_store.npz` (compressed):
 - `X`: (n, 493) float32, one row per candidate;
@@ -32,14 +32,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from featurize.per_store import (FEATURE_VERSION, N_PER_STORE, SUMMARY_DIM, extractor,  # noqa: E402
-                                 per_store_features, summarize, summary_names)
-from recommender.bank import wait_while_paused  # noqa: E402
-from recommender.errors import SchedrecError, run_script  # noqa: E402
-from recommender.fileio import replacing  # noqa: E402
-from recommender.rows import CandidateRow  # noqa: E402
-from recommender.target import parse_target  # noqa: E402
-from recommender.transfer_data import read_rows  # noqa: E402
+from featurize.per_store import FEATURE_VERSION, N_PER_STORE, SUMMARY_DIM, extractor, per_store_features, summarize, summary_names
+from recommender.bank.store import wait_while_paused  # noqa: E402
+from recommender.core.errors import SchedrecError, run_script  # noqa: E402
+from recommender.core.fileio import replacing  # noqa: E402
+from recommender.core.rows import CandidateRow  # noqa: E402
+from recommender.target.spec import parse_target  # noqa: E402
+from recommender.core.row_files import read_rows  # noqa: E402
 
 KEY_FIELDS = ("target_model", "target_kernel", "source_model", "source_kernel", "source_rank", "match")  # CandidateRow.key
 
@@ -114,7 +113,7 @@ def featurize_kernel(rows: list[CandidateRow], todo: list[CandidateRow], target:
     """Replay and featurize the `todo` candidates of one kernel into `store`."""
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.replay import ReplayFailure, apply_replayed, postprocs_for
+    from recommender.transfer.replay import ReplayFailure, apply_replayed, postprocs_for
     default = next((r for r in rows if r.is_default and r.workload is not None), None)
     if default is None:
         for r in todo:
@@ -147,7 +146,7 @@ def featurize_kernel(rows: list[CandidateRow], todo: list[CandidateRow], target:
 def run(a: argparse.Namespace) -> Store:
     from tqdm import tqdm
 
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     spec = parse_target(a.target)
     summary_file = a.matrix / "summary.json"

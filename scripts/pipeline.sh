@@ -17,7 +17,7 @@
 #      rows too), the figures and the card
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KEY=$(.venv/bin/python -c "from recommender.target import native_target; print(native_target().key)")
+KEY=$(.venv/bin/python -c "from recommender.target.spec import native_target; print(native_target().key)")
 HELDOUT=${HELDOUT:-resnet50 mobilenet_v2 bert_base convnext_tiny}
 step() { echo "== $(date -u +%FT%TZ) $*"; }
 

@@ -165,8 +165,8 @@ def render_demo(root: Path = ROOT) -> str:
 def render_data(root: Path = ROOT) -> str:
     """What the shipped folders hold, counted from the files."""
     sys.path.insert(0, str(root))
-    from recommender.bank import bank_models, count_records, read_meta
-    from recommender.transfer_data import read_rows
+    from recommender.bank.store import bank_models, count_records, read_meta
+    from recommender.core.row_files import read_rows
     lines = []
     for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
         parts = []

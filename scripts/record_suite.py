@@ -40,7 +40,7 @@ def main() -> int:
               f"{LIMIT_S[tier] // 60} min the README promises: make it faster before recording it", file=sys.stderr)
         return 1
     sys.path.insert(0, str(ROOT))
-    from recommender.target import native_target
+    from recommender.target.spec import native_target
     path = ROOT / "tests" / "suite_timing.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     data[tier] = {"passed": int(passed), "failed": int(failed or 0), "skipped": int(skipped or 0),

@@ -23,11 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recommender.bank import default_bank_dir, read_json_lines, wait_while_paused  # noqa: E402
-from recommender.errors import SchedrecError, run_script  # noqa: E402
-from recommender.target import parse_target  # noqa: E402
-from recommender.fileio import atomic_write_json, gzip_writer, replacing  # noqa: E402
-from recommender.transfer_data import read_rows  # noqa: E402
+from recommender.bank.store import wait_while_paused
+from recommender.core.fileio import read_json_lines
+from recommender.target.folders import default_bank_dir  # noqa: E402
+from recommender.core.errors import SchedrecError, run_script  # noqa: E402
+from recommender.target.spec import parse_target  # noqa: E402
+from recommender.core.fileio import atomic_write_json, gzip_writer, replacing  # noqa: E402
+from recommender.core.row_files import read_rows  # noqa: E402
 
 
 def sample_kernels(rows_by_kernel: dict, n: int, seed: int) -> list:
@@ -49,8 +51,8 @@ def sample_kernels(rows_by_kernel: dict, n: int, seed: int) -> list:
 
 def measure_again(matrix_dir: Path, target_spec: str, n: int, seed: int) -> Path:
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.replay import ReplayFailure, apply_replayed
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.transfer.replay import ReplayFailure, apply_replayed
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     from tvm.s_tir import meta_schedule as ms
 
     load_tensor_intrinsics()

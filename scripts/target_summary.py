@@ -31,7 +31,7 @@ def _cpu(target_dir: Path, results: Path) -> str:
 
 
 def bank_line(target_dir: Path) -> str:
-    from recommender.bank import bank_models, read_meta
+    from recommender.bank.store import bank_models, read_meta
     metas = [read_meta(f) for f in bank_models(target_dir / "bank")]  # the records themselves are not needed
     kernels = [k for m in metas for k in m.get("kernels", {}).values()]
     trials = sorted({str(m.get("trials_per_task")) for m in metas})
@@ -202,7 +202,7 @@ def _probe_command(probe: dict, rule: str) -> str:
 
 def render_targets(root: Path) -> str:
     """The README's per-CPU block for every target folder with a bank."""
-    from recommender.bank import bank_models
+    from recommender.bank.store import bank_models
     blocks = []
     for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
         results = root / "benchmarks" / "results" / target_dir.name

@@ -13,12 +13,12 @@ import argparse
 import json
 import statistics
 
-from recommender.bank import repo_models_dir
-from recommender.errors import SchedrecError, run_script
-from recommender.fileio import atomic_write_text, read_json
-from recommender.rows import CandidateRow
-from recommender.target import parse_target
-from recommender.transfer_data import kernel_stats, read_rows
+from recommender.target.folders import repo_models_dir
+from recommender.core.errors import SchedrecError, run_script
+from recommender.core.fileio import atomic_write_text, read_json
+from recommender.core.rows import CandidateRow
+from recommender.target.spec import parse_target
+from recommender.core.row_files import kernel_stats, read_rows
 
 
 def _ms(x: float | None) -> str:

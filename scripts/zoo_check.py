@@ -8,11 +8,11 @@ import argparse
 import json
 import time
 
-from recommender.errors import SchedrecError
-from recommender.kernels import extract_kernels
-from recommender.model_import import import_model
-from recommender.target import native_target
-from recommender.zoo import zoo_names
+from recommender.core.errors import SchedrecError
+from recommender.frontend.kernels import extract_kernels
+from recommender.frontend.model_import import import_model
+from recommender.target.spec import native_target
+from recommender.frontend.zoo import zoo_names
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def save_pt2(path, width: int, size: int) -> str:
 
 @pytest.fixture(scope="session")
 def target():
-    from recommender.target import native_target
+    from recommender.target.spec import native_target
     return native_target()
 
 
@@ -56,7 +56,7 @@ SHIPPED_BANK = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c"
 def shipped_bank_index():
     """The shipped znver3 bank, indexed once per session (reading it costs seconds): tests that ask which
     kernels have donors share it and do not change it."""
-    from recommender.candidates import BankIndex
+    from recommender.transfer.candidates import BankIndex
     return BankIndex(SHIPPED_BANK)
 
 
@@ -80,7 +80,7 @@ def pt2_file(tmp_path_factory) -> str:
 def donor_bank(target, tmp_path_factory):
     """A bank with every kernel of one small CNN ("donor": width 8, 32x32), 3 trials each so that kernels
     have several records. Tuned once per session and shared: tests that change a bank copy it first."""
-    from recommender.bank_tune import tune_model
+    from recommender.bank.tune import tune_model
     from recommender.measure import MeasureSettings
     d = tmp_path_factory.mktemp("donor_bank")
     tune_model(save_pt2(d / "donor.pt2", 8, 32), target, d / "bank", trials_per_task=3, min_share=0.0,
@@ -92,7 +92,7 @@ def donor_bank(target, tmp_path_factory):
 def two_model_bank(donor_bank, target, tmp_path_factory):
     """The donor bank plus a second small CNN ("wide": width 16, 24x24), for leave-one-model-out pairs."""
     import shutil
-    from recommender.bank_tune import tune_model
+    from recommender.bank.tune import tune_model
     from recommender.measure import MeasureSettings
     d = tmp_path_factory.mktemp("two_model_bank")
     shutil.copytree(donor_bank, d / "bank", ignore=shutil.ignore_patterns(".work", ".lock"))

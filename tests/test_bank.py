@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender.bank import BankError, META_FILE, RECORD_FILE, locked, read_records, unpack
-from recommender.bank_info import bank_summary, import_workdir
-from recommender.bank_tune import tune_model
+from recommender.bank.store import META_FILE, RECORD_FILE, locked, read_records, unpack
+from recommender.core.errors import BankError
+from recommender.bank.info import bank_summary, import_workdir
+from recommender.bank.tune import tune_model
 from recommender.cli import main
 from recommender.measure import MeasureSettings
 
@@ -126,7 +127,7 @@ def test_a_second_writer_is_refused(bank, onnx_file, target):
 
 def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, tmp_path):
     from recommender.measure import Measurer
-    from recommender.model_import import import_model
+    from recommender.frontend.model_import import import_model
     model = import_model(onnx_file, target.tvm())
     inputs = list(zip(model.input_shapes, model.input_dtypes))
     unpack(bank / "small_cnn", str(tmp_path / "db"))
@@ -157,7 +158,7 @@ def test_a_whole_models_timing_beside_busy_loops_is_kept_with_its_stall_share_no
     import subprocess
 
     from recommender.measure import Measurer, contention
-    from recommender.model_import import import_model
+    from recommender.frontend.model_import import import_model
     if contention.stalled_us() is None:
         pytest.skip("no CPU pressure information (PSI) on this machine")
     model = import_model(onnx_file, target.tvm())

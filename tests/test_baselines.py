@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.baselines import interleaved, median, time_onnxruntime, time_pytorch
+from recommender.compare.baselines import interleaved, median, time_onnxruntime, time_pytorch
 from tests.conftest import small_cnn
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
@@ -50,7 +50,7 @@ def test_interleaved_keeps_the_cpu_stall_share_of_every_round():
     import sys
     import time
 
-    from recommender.baselines import worst_stalls
+    from recommender.compare.baselines import worst_stalls
     from recommender.measure.contention import MAX_STALL_SHARE, stalled_us
     if stalled_us() is None:
         pytest.skip("this kernel has no CPU pressure stall information")

@@ -1,6 +1,6 @@
 """Compares and bitwise ops of bool tensors (GPT-2's causal mask, a padding mask inverted with ``~``) compile and
 compute what torch does: TVM 0.27's LLVM codegen takes bool for a float there and fails the build without the
-rewrite in recommender/canonical.py. (Its bool cumsum rewrite is checked on GPT-2 itself: the whole model
+rewrite in recommender/frontend/canonical.py. (Its bool cumsum rewrite is checked on GPT-2 itself: the whole model
 compiles and its output matches torch.)"""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _compile(mod, target):
 
 @pytest.mark.parametrize("net", [MaskLike, PaddingMaskLike])
 def test_bool_ops_compile_and_match_torch(tmp_path, target, net):
-    from recommender.model_import import import_model, load_relax, lower_for_tuning
+    from recommender.frontend.model_import import import_model, load_relax, lower_for_tuning
     ids = torch.tensor([[3, 0, 5, 1, 6, 2, 0, 7]], dtype=torch.int64)
     path = tmp_path / "mask.pt2"
     torch.export.save(torch.export.export(net().eval(), (ids,)), str(path))
@@ -63,7 +63,7 @@ class GeluTanh(torch.nn.Module):
 def test_small_constant_powers_become_multiplies_and_keep_the_output(tmp_path, target):
     from tvm import relax
 
-    from recommender.model_import import import_model, load_relax
+    from recommender.frontend.model_import import import_model, load_relax
     x = torch.linspace(-3, 3, 96).reshape(1, 2, 48)
     path = tmp_path / "gelu.pt2"
     torch.export.save(torch.export.export(GeluTanh().eval(), (x,)), str(path))
@@ -78,7 +78,7 @@ def test_small_constant_powers_become_multiplies_and_keep_the_output(tmp_path, t
                                                 == "relax.power" else None)
         return sorted(exponents)
     assert powers(load_relax(str(path))[0]) == [0.5, 2.0, 3.0]  # as exported
-    from recommender.canonical import canonicalize_kernels
+    from recommender.frontend.canonical import canonicalize_kernels
     assert powers(canonicalize_kernels(load_relax(str(path))[0])) == [0.5]
     model = import_model(str(path), target.tvm())
     np.testing.assert_allclose(_compile(model.mod, target.tvm())(x.numpy()), GeluTanh()(x).numpy(),

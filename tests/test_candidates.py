@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from recommender.candidates import BankIndex, replay_candidates
-from recommender.kernels import extract_kernels
+from recommender.transfer.candidates import BankIndex, replay_candidates
+from recommender.frontend.kernels import extract_kernels
 from recommender.measure import MeasureSettings, Measurer
 from recommender.measure.measurer import OK
-from recommender.model_import import import_model
+from recommender.frontend.model_import import import_model
 
 from .cli_helpers import main_printing
 from .conftest import save_pt2
@@ -134,7 +134,7 @@ def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_an
     assert (out / "database" / "database_tuning_record.json").exists()
     assert t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
     assert t["flop_coverage_class_only"] == t["flop_coverage_valid"] == 1.0 and t["kernels_via_anchor"] == 0
-    from recommender.transfer_data import read_rows
+    from recommender.core.row_files import read_rows
     rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     assert len(rows) == t["kernels"] + t["candidates"]  # every candidate and every default schedule
     assert {r["target_kernel"] for r in rows} == {k["kernel"] for k in report["kernels"]}
@@ -167,7 +167,7 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
 
     import recommender.transfer.exhaustive as exhaustive
     from recommender.cli import main
-    from recommender.transfer_data import read_rows
+    from recommender.core.row_files import read_rows
     bank, kernels, new_path = bank_and_new_model
     out = tmp_path / "replay"
     shutil.copytree(replay_run[0], out)  # a finished run, resumed in a copy of its folder
@@ -218,5 +218,5 @@ def test_a_bank_model_of_another_target_is_flagged(bank_and_new_model, target, t
     assert BankIndex(bank).warnings(target.key) == []
     (w,) = BankIndex(tmp_path).warnings(target.key)
     assert "1 bank model was measured on another CPU" in w and "(donor on llvm-skylake-avx512-8c)" in w
-    from recommender.candidates import bank_warnings
+    from recommender.bank.info import bank_warnings
     assert bank_warnings(tmp_path, target.key) == [w]  # from the meta files alone

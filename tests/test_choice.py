@@ -13,7 +13,7 @@ from .kernels_tir import as_mod, matmul64
 def kernel_and_traces():
     from tvm.s_tir import Schedule
 
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     kernel = kernel_from_mod("matmul", as_mod(matmul64))
     sch = Schedule(kernel.mod)
     sch.parallel(sch.get_loops(sch.get_sblock("C"))[0])
@@ -21,10 +21,10 @@ def kernel_and_traces():
 
 
 def test_a_measured_candidate_whose_trace_does_not_rebuild_fails_and_the_next_is_chosen(kernel_and_traces, target):
-    from recommender.candidates import Candidate, SourceSchedule
+    from recommender.transfer.candidates import Candidate, SourceSchedule
     from recommender.measure.measurer import MeasureResult
-    from recommender.replay import Replayed
-    from recommender.rows import OK, REPLAY_ERROR, SAMPLED
+    from recommender.transfer.replay import Replayed
+    from recommender.core.rows import OK, REPLAY_ERROR, SAMPLED
     from recommender.transfer.kernel import FoundCandidates, choose
     kernel, good, bad = kernel_and_traces
 
@@ -42,7 +42,7 @@ def test_a_measured_candidate_whose_trace_does_not_rebuild_fails_and_the_next_is
 
 
 def _row(kernel, name, trace, latency_s):
-    from recommender.rows import DEFAULT, OK, SAMPLED, CandidateRow
+    from recommender.core.rows import DEFAULT, OK, SAMPLED, CandidateRow
     from recommender.transfer.choice import target_fields
     fields = dict(status=OK, error="", costs=(latency_s,), latency_s=latency_s)
     if name is None:
@@ -53,7 +53,7 @@ def _row(kernel, name, trace, latency_s):
 
 
 def test_a_resumed_choice_whose_recorded_trace_does_not_rebuild_takes_the_next(kernel_and_traces, target, capsys):
-    from recommender.rows import REPLAY_ERROR
+    from recommender.core.rows import REPLAY_ERROR
     from recommender.transfer.choice import choice_from_rows
     kernel, good, bad = kernel_and_traces
     rows = [_row(kernel, None, None, 1.0), _row(kernel, "fast-but-broken", bad, 1e-6),

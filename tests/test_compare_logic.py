@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.compare import KernelRun, Measured, format_compare, plot_compare, time_to_match
-from recommender.kernels import Kernel
-from recommender.rows import CLASS, CandidateRow
-from recommender.transfer.budgeted import _replacements, _take, expected_gain
+from recommender.compare.run import KernelRun, Measured, format_compare, plot_compare, time_to_match
+from recommender.frontend.kernels import Kernel
+from recommender.core.rows import CLASS, CandidateRow
+from recommender.transfer.budgeted import replacements, take_planned, expected_gain
 
 
 def _methods() -> dict:
@@ -66,11 +66,11 @@ def test_the_first_k_measurements_and_the_time_their_steps_took():
 
 
 def test_a_kernel_without_measurements_checks_its_top1_only_and_failures_are_replaced_by_the_next():
-    assert _take([3, 1, 2], 2) == [3, 1]
-    assert _take([3, 1, 2], 0) == [-4]  # check-only mark of candidate 3
-    assert _take([], 0) == [] and _take([], 2) == []
-    assert _replacements([3, 1, 2, 5, 0], [3, 1]) == [2, 5]
-    assert _replacements([3, 1, 2], [3, 1]) == [2] and _replacements([3, 1], [-4]) == []
+    assert take_planned([3, 1, 2], 2) == [3, 1]
+    assert take_planned([3, 1, 2], 0) == [-4]  # check-only mark of candidate 3
+    assert take_planned([], 0) == [] and take_planned([], 2) == []
+    assert replacements([3, 1, 2, 5, 0], [3, 1]) == [2, 5]
+    assert replacements([3, 1, 2], [3, 1]) == [2] and replacements([3, 1], [-4]) == []
 
 
 def _row(src_lat: float, kernel: str = "s") -> CandidateRow:

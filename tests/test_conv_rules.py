@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.measure import MeasureSettings, Measurer
-from recommender.rows import OK, SAMPLED
+from recommender.core.rows import OK, SAMPLED
 
 
 def _conv_bias_relu(ci: int = 16, co: int = 32, hw: int = 28, stride: int = 1, kernel: int | tuple = 3):
@@ -22,7 +22,7 @@ def _conv_bias_relu(ci: int = 16, co: int = 32, hw: int = 28, stride: int = 1, k
 
 
 def test_tiles_divide_the_output_and_prefer_full_vectors():
-    from recommender.conv_rules import conv_tiles
+    from recommender.rules.conv import conv_tiles
     assert conv_tiles(256, 56, 56) == [(8, 1, 8), (4, 2, 8), (8, 1, 7), (4, 2, 7)]
     assert conv_tiles(512, 7, 7) == [(8, 1, 7), (4, 1, 7)]  # 7 rows: no 2-row tile
     assert conv_tiles(64, 12, 12) == [(8, 1, 6), (4, 2, 6)]  # 6 of (8, 7, 6, 5) divides 12; 4 not needed
@@ -32,7 +32,7 @@ def test_tiles_divide_the_output_and_prefer_full_vectors():
 
 
 def test_avx512_tiles_use_up_to_16_accumulators_of_up_to_16_columns():
-    from recommender.conv_rules import conv_tiles
+    from recommender.rules.conv import conv_tiles
     assert conv_tiles(256, 56, 56, lanes=16) == [(8, 2, 14), (4, 4, 14), (8, 2, 8), (4, 4, 8), (16, 1, 14), (8, 1, 14)]
     assert conv_tiles(64, 224, 224, lanes=16) == [(8, 2, 16), (4, 4, 16), (8, 2, 14), (4, 4, 14), (16, 1, 16),
                                                   (8, 1, 16)]  # one-row tiles for Zen 4
@@ -44,8 +44,8 @@ def test_avx512_tiles_use_up_to_16_accumulators_of_up_to_16_columns():
 
 
 def test_the_tile_follows_the_targets_vector_registers():
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import float32_lanes, parse_target
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import float32_lanes, parse_target
     avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver5", "num-cores": 2}').tvm()
     assert (float32_lanes(avx2), float32_lanes(avx512)) == (8, 16)
@@ -59,8 +59,8 @@ def test_the_tile_follows_the_targets_vector_registers():
 
 
 def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import parse_target
     mod = _conv_bias_relu()
     rules = tile_rule_schedules(mod, parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm())
     assert len(rules) == 2  # 28 columns: 7 wide, as 8 x 1 and 4 x 2 tiles (28 rows split in 2)
@@ -73,7 +73,7 @@ def test_a_conv_is_tiled_into_vector_columns_with_its_epilogue_per_tile():
 
 
 def test_depthwise_tiles_take_one_channel_and_the_tallest_rows_that_divide_the_map():
-    from recommender.conv_rules import conv_tiles
+    from recommender.rules.conv import conv_tiles
     assert conv_tiles(1, 56, 56, lanes=16) == [(1, 8, 14), (1, 7, 14), (1, 8, 8), (1, 7, 8)]
     assert conv_tiles(1, 7, 7, lanes=16) == [(1, 7, 7), (1, 1, 7)]
     assert conv_tiles(1, 14, 14) == [(1, 7, 7), (1, 2, 7)]  # AVX2: 7 columns, the only width dividing 14
@@ -82,8 +82,8 @@ def test_depthwise_tiles_take_one_channel_and_the_tallest_rows_that_divide_the_m
 def test_stride_2_convs_get_the_rule_wider_strides_and_topi_depthwise_blocks_do_not(target):
     from tvm import te, topi
 
-    from recommender.conv_rules import conv_output
-    from recommender.replay import tile_rule_schedules
+    from recommender.rules.conv import conv_output
+    from recommender.transfer.replay import tile_rule_schedules
     assert conv_output(_conv_bias_relu(stride=2)) == (32, 14, 14)  # every other input column, shuffled out
     assert tile_rule_schedules(_conv_bias_relu(stride=2), target.tvm())
     assert tile_rule_schedules(_conv_bias_relu(stride=3, hw=30), target.tvm()) == []  # every third: no rule
@@ -99,8 +99,8 @@ def test_a_pointwise_convs_input_copy_is_inlined_and_padding_stays_at_the_root()
     input in place instead (median 1.09x over the 23 heaviest pointwise convs of mnasnet1_0, efficientnet_b0 and
     resnet50, benchmarks/results/llvm-znver4-2c/pad_copy.md);
     a padded conv keeps its padding, made once at the root."""
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import parse_target
     avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
     pointwise = [r.mod.script() for r in tile_rule_schedules(_conv_bias_relu(kernel=1), avx2)]
     padded = [r.mod.script() for r in tile_rule_schedules(_conv_bias_relu(kernel=3), avx2)]
@@ -115,8 +115,8 @@ def test_a_conv_whose_epilogue_pads_the_output_keeps_the_padding_at_the_root_and
     import numpy as np
     import tvm
     from tvm import te, topi
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import parse_target
     x = te.placeholder((1, 16, 28, 28), name="x")
     w = te.placeholder((96, 16, 1, 1), name="w")
     b = te.placeholder((1, 96, 1, 1), name="b")
@@ -143,9 +143,9 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     """A 1x1 conv on a map narrower than a vector also gets flat tiles (the map's 49 positions padded to 64,
     whole vectors of 16 lanes): checked against the unscheduled conv, and rebuilt from the trace the database
     keeps; none on AVX2 (7 columns fill 8 lanes well), none for a stride-1 conv on a wider map."""
-    from recommender.conv_rules import FlatTile, flat_fits, rule_schedules
-    from recommender.replay import apply_replayed, tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import FlatTile, flat_fits, rule_schedules
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
+    from recommender.target.spec import parse_target
     pointwise = _conv_bias_relu(ci=64, co=32, hw=7, kernel=1)
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
     assert flat_fits(pointwise, 16) and not flat_fits(pointwise, 8)
@@ -170,9 +170,9 @@ def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace
     input gathered into one row per input channel and tap, zero padding and stride resolved in the gather, per
     tile of positions inside the parallel loop on maps over FLAT_MAX_POSITIONS; output-checked against the
     unscheduled conv, border included, and rebuilt from the trace."""
-    from recommender.conv_rules import FLAT_MAX_POSITIONS, flat_fits
-    from recommender.replay import apply_replayed, tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import FLAT_MAX_POSITIONS, flat_fits
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
+    from recommender.target.spec import parse_target
     mod = _conv_bias_relu(ci=32, co=32, hw=hw, stride=stride, kernel=kernel)
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
     assert flat_fits(mod, 16) and not flat_fits(mod, 8)
@@ -210,8 +210,8 @@ def test_a_stride_2_convs_padded_input_keeps_even_and_odd_columns_apart(hw, dein
     """Under a column tile a stride-2 conv's padding, at the root, writes even and odd columns into halves of
     their own (each tap then reads one contiguous vector); a padded map of odd width stays as it is. Checked
     against the unscheduled conv and rebuilt from the trace."""
-    from recommender.replay import apply_replayed, tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
+    from recommender.target.spec import parse_target
     mod = _conv_bias_relu(ci=16, co=32, hw=hw, stride=2, kernel=3)
     avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
     scheds = tile_rule_schedules(mod, avx2)
@@ -226,14 +226,14 @@ def test_only_a_bare_same_shape_copy_counts_as_a_copy_to_inline():
     import tvm
     from tvm import te
     from tvm.s_tir import Schedule
-    from recommender.conv_rules import _copies
+    from recommender.rules.conv import is_copy
     x = te.placeholder((1, 8, 4, 4), name="x")
     copy = te.compute(x.shape, lambda *i: x(*i), name="copy")
     exp = te.compute(x.shape, lambda *i: te.exp(x(*i)), name="exp")
     half = te.compute((1, 8, 2, 2), lambda n, c, h, w: x[n, c, h, w], name="half")  # a crop: other shape
     func = te.create_prim_func([x, copy, exp, half]).with_attr("global_symbol", "main")
     sch = Schedule(tvm.IRModule({"main": func}))
-    assert [_copies(sch, sch.get_sblock(n)) for n in ("copy", "exp", "half")] == [True, False, False]
+    assert [is_copy(sch, sch.get_sblock(n)) for n in ("copy", "exp", "half")] == [True, False, False]
 
 
 @pytest.mark.slow
@@ -243,7 +243,7 @@ def test_conv_rule_candidates_are_checked_measured_beside_the_default_and_beat_i
     selection, with the output check against the unscheduled conv; on 32 -> 64 channels at 56 x 56 they
     beat one thread of plain loops by far (21-24x measured here for 3x3 convs; 2.3x for a 1x1 conv, whose
     plain loops LLVM vectorizes)."""
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
     kernel = kernel_from_mod("conv", _conv_bias_relu(ci=32, co=64, hw=56, stride=stride, kernel=kernel_size))
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
@@ -270,9 +270,9 @@ def _group_conv(ci: int = 64, co: int = 64, groups: int = 4, hw: int = 14):
 def test_a_grouped_conv_is_tiled_within_its_groups():
     """A register tile spans the channels of one group only (so that they read the same input row): 4 groups
     of 4 output channels allow 4- and 2-channel tiles, not the 8-channel ones a plain conv of 16 gets."""
-    from recommender.conv_rules import conv_output
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import conv_output
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import parse_target
     avx2 = parse_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}').tvm()
     assert conv_output(_group_conv(ci=16, co=16, groups=4, hw=14)) == (4, 14, 14)
     assert conv_output(_conv_bias_relu(ci=16, co=16, hw=14)) == (16, 14, 14)
@@ -284,10 +284,10 @@ def test_a_grouped_conv_is_tiled_within_its_groups():
 def test_relax_depthwise_conv_is_tiled_one_channel_by_rows():
     """Relax legalizes a depthwise conv as a group_conv2d_nchw block with one channel a group: its tiles are one
     channel by several rows of vector columns."""
-    from recommender.conv_rules import conv_output
-    from recommender.kernels import kernel_from_mod
-    from recommender.replay import tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import conv_output
+    from recommender.frontend.kernels import kernel_from_mod
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.target.spec import parse_target
     mod = _group_conv(ci=32, co=32, groups=32, hw=28)
     assert kernel_from_mod("dw", mod).class_key.startswith("depthwise_conv2d/")
     assert conv_output(mod) == (1, 28, 28)
@@ -305,7 +305,7 @@ def test_grouped_conv_rule_candidates_compute_the_conv_and_beat_plain_loops(targ
     only donors at 12-55 GFLOP/s: the rule's tiles pass the output check against the unscheduled grouped conv
     and beat its plain loops, by far for a grouped conv; a depthwise conv's plain loops, which LLVM vectorizes,
     run 1.5x slower than its tile here (60 against 90 us on 64 channels of 56 x 56, llvm-znver4-2c)."""
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
     kernel = kernel_from_mod("group_conv", _group_conv(ci=ci, co=ci, groups=groups, hw=hw))
     assert kernel.class_key.startswith(kind)
@@ -339,10 +339,10 @@ def test_a_conv3d_is_tiled_per_frame_and_replays_from_its_trace(stride, mcpu):
     Output-checked against the unscheduled conv3d (output full of sevens first) and rebuilt from the trace."""
     import numpy as np
     import tvm
-    from recommender.conv_rules import conv_output, flat_fits
-    from recommender.kernels import kernel_from_mod
-    from recommender.replay import apply_replayed, tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import conv_output, flat_fits
+    from recommender.frontend.kernels import kernel_from_mod
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
+    from recommender.target.spec import parse_target
     mod = _conv3d_bias_relu(stride=stride)
     assert kernel_from_mod("c3", mod).class_key.startswith("conv3d/")
     out_hw, frames = 14 // stride, 4 // stride
@@ -367,9 +367,9 @@ def test_a_conv3d_is_tiled_per_frame_and_replays_from_its_trace(stride, mcpu):
 
 @pytest.mark.slow
 def test_conv3d_rule_candidates_are_measured_and_beat_plain_loops(target):
-    """transfer measures the rule's conv3d tiles as candidates of class conv3d/ (TILE_RULE_CLASSES): on a
+    """transfer measures the rule's conv3d tiles as candidates of class conv3d/ (recommender.rules.tile_rule_for): on a
     64 -> 64 3x3x3 conv over 4 frames of 28 x 28 they beat the kernel's plain loops by far."""
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
     kernel = kernel_from_mod("conv3d", _conv3d_bias_relu(ci=64, co=64, frames=4, hw=28))
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
@@ -398,9 +398,9 @@ def test_a_dilated_conv_gets_column_tiles_that_compute_the_conv_and_replay_from_
     dilation), so it gets the rule's column tiles (ASPP's 128 -> 128 3x3 convs of dilation 2 and 6 at 128x128 ran
     10.1-10.6 ms, 458-479 GFLOP/s, on llvm-znver5-2c, against 2.2 s for the default); a dilated conv at stride 2
     gets none. Output-checked against the unscheduled conv, border included, and rebuilt from the trace."""
-    from recommender.conv_rules import conv_output
-    from recommender.replay import apply_replayed, tile_rule_schedules
-    from recommender.target import parse_target
+    from recommender.rules.conv import conv_output
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
+    from recommender.target.spec import parse_target
     avx512 = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}').tvm()
     mod = _dilated()
     assert conv_output(mod) == (16, 20, 20) and conv_output(_dilated(stride=2)) is None

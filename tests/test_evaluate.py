@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.rows import CandidateRow
+from recommender.core.rows import CandidateRow
 from training.dataset import leave_model_out, ranking_set
 from training.metrics import kernel_outcomes, score_groups, summarize_outcomes
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.bank import repo_models_dir
+from recommender.target.folders import repo_models_dir
 from recommender.cli import main
 
 from .cli_helpers import assert_one_line_error, run_cli, single_op_onnx, without_root_file_access

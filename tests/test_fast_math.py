@@ -1,11 +1,11 @@
-"""schedrec's vectorized float32 exp and erf (recommender.fast_math), with real TVM builds: accurate to a few
+"""schedrec's vectorized float32 exp and erf (recommender.measure.fast_math), with real TVM builds: accurate to a few
 ulp, what every measured build uses by default, and much faster than libm's scalar calls."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from recommender.fast_math import fast_math
+from recommender.measure.fast_math import fast_math
 from recommender.measure import MeasureSettings, Measurer
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`
@@ -43,7 +43,7 @@ def _run(mod, target, x: np.ndarray, on: bool | None) -> np.ndarray:
                                          ("silu", -30.0, 30.0), ("tanh", -12.0, 12.0), ("gelu", -12.0, 12.0),
                                          ("gelu_tanh", -12.0, 12.0)])
 def test_fast_math_is_within_a_few_ulp_of_libm_and_off_is_stock_tvm(op, low, high, target):
-    from recommender.model_import import lower_for_tuning
+    from recommender.frontend.model_import import lower_for_tuning
     tt = target.tvm()
     mod = lower_for_tuning(_model(op), tt, canonical=False)
     x = np.random.default_rng(0).uniform(low, high, SHAPE).astype("float32")
@@ -63,7 +63,7 @@ def test_fast_log_is_within_a_few_ulp_of_libm_with_its_special_values(target):
     """log over float32's normal range (Mish's and softplus's log, a log-softmax's): relative error of a few ulp;
     0, a negative number and +inf give -inf, NaN and +inf as libm does; a subnormal reads as the smallest
     normal float (-87.3, where libm goes down to -103.3)."""
-    from recommender.model_import import lower_for_tuning
+    from recommender.frontend.model_import import lower_for_tuning
     tt = target.tvm()
     mod = lower_for_tuning(_model("log"), tt, canonical=False)
     x = np.exp(np.random.default_rng(0).uniform(-80.0, 80.0, SHAPE)).astype("float32")
@@ -82,7 +82,7 @@ def test_every_measured_build_uses_it_unless_exact_math_is_asked(target):
     then runs several times faster than with libm's erf, as the same measurer times it."""
     import tvm
 
-    from recommender.model_import import lower_for_tuning
+    from recommender.frontend.model_import import lower_for_tuning
     lowered = lower_for_tuning(_model("gelu"), target.tvm(), canonical=False)
     kernel = next(f for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
     mod = tvm.IRModule({"main": kernel.with_attr("global_symbol", "main")})
@@ -116,7 +116,7 @@ def test_fast_pow_is_within_a_few_ulp_of_libm_and_keeps_its_special_cases(target
     import tvm
     from tvm import relax
 
-    from recommender.model_import import lower_for_tuning
+    from recommender.frontend.model_import import lower_for_tuning
     tt = target.tvm()
     mod = lower_for_tuning(_pow_model(), tt, canonical=False)
     rng = np.random.default_rng(0)

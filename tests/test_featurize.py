@@ -7,11 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from featurize.candidate_features import (LOOKUP_WORDS, SEQUENCE_TOKENS, Featurizer, SourceKernel, kernel_features,
-                                          pair_features)
-from featurize.trace_tokens import (MAX_TOKENS, TraceFeatureError, Vocabulary, schedule_summary, token_sequence,
-                                    trace_tokens)
-from recommender.rows import CandidateRow
+from featurize.candidate_features import LOOKUP_WORDS, SEQUENCE_TOKENS, Featurizer, SourceKernel, kernel_features, pair_features
+from featurize.trace_tokens import MAX_TOKENS, TraceFeatureError, Vocabulary, schedule_summary, token_sequence, trace_tokens
+from recommender.core.rows import CandidateRow
 
 # a replayed matmul trace from the shipped matrix (bert_tiny, 128x128 by 128x512, fused bias add)
 MATMUL_TRACE = [

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from featurize.tir_structure import class_label, kernel_kind
-from recommender.kernels import extract_kernels, flop_shares
-from recommender.model_import import import_model
+from recommender.frontend.kernels import extract_kernels, flop_shares
+from recommender.frontend.model_import import import_model
 
 from .conftest import small_cnn
 
@@ -61,12 +61,12 @@ def test_pt2_import(pt2_file, target):
 
 def test_class_keys_ignore_shapes_and_numbering(target):
     """Two models of one structure but other widths and input sizes share their class keys."""
-    from recommender.model_import import _export_torch, _from_exported, lower_for_tuning
-    from recommender.model_import import ImportedModel
+    from recommender.frontend.model_import import export_torch, from_exported, lower_for_tuning
+    from recommender.frontend.model_import import ImportedModel
 
     def kernels_of(width, size):
         model, args = small_cnn(width=width, size=size)
-        mod = lower_for_tuning(_from_exported(_export_torch(model, args, "t"), "t"), target.tvm())
+        mod = lower_for_tuning(from_exported(export_torch(model, args, "t"), "t"), target.tvm())
         return extract_kernels(ImportedModel("t", "t", mod), target.tvm())
 
     a, b = kernels_of(8, 32), kernels_of(24, 40)
@@ -82,8 +82,8 @@ def test_class_keys_ignore_shapes_and_numbering(target):
 
 
 def test_depthwise_and_grouped_convs_get_their_own_kind(target):
-    from recommender.model_import import _export_torch, _from_exported, lower_for_tuning
-    from recommender.model_import import ImportedModel
+    from recommender.frontend.model_import import export_torch, from_exported, lower_for_tuning
+    from recommender.frontend.model_import import ImportedModel
 
     class Convs(torch.nn.Module):
         def __init__(self):
@@ -94,7 +94,7 @@ def test_depthwise_and_grouped_convs_get_their_own_kind(target):
         def forward(self, x):
             return self.gc(torch.relu(self.dw(x)))
 
-    mod = lower_for_tuning(_from_exported(_export_torch(Convs().eval(), (torch.randn(1, 8, 16, 16),), "t"), "t"),
+    mod = lower_for_tuning(from_exported(export_torch(Convs().eval(), (torch.randn(1, 8, 16, 16),), "t"), "t"),
                            target.tvm())
     kinds = {k.kind for k in extract_kernels(ImportedModel("t", "t", mod), target.tvm())}
     assert {"depthwise_conv2d", "group_conv2d"} <= kinds

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.measure import MeasureSettings, Measurer
-from recommender.rows import OK, SAMPLED
+from recommender.core.rows import OK, SAMPLED
 
 
 def _batch_norm_relu(c: int = 64, hw: int = 56):
@@ -25,14 +25,14 @@ def _softmax(rows: int = 256, n: int = 128):
 def _kernel(name: str, func):
     import tvm
 
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     return kernel_from_mod(name, tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
 
 
 
 
 def test_an_elementwise_kernel_keeps_its_loops_parallel_outside_and_vectorized_inside(target):
-    from recommender.replay import rule_schedules
+    from recommender.transfer.replay import rule_schedules
     kernel = _kernel("bn_relu", _batch_norm_relu())
     (rule,) = rule_schedules(kernel.mod, target.tvm())  # one block left after inlining: one schedule
     script = rule.mod.script()
@@ -44,7 +44,7 @@ def test_an_elementwise_kernel_keeps_its_loops_parallel_outside_and_vectorized_i
 
 
 def test_a_softmax_computes_its_reductions_per_row_of_the_parallel_loop(target):
-    from recommender.replay import rule_schedules
+    from recommender.transfer.replay import rule_schedules
     kernel = _kernel("softmax", _softmax())
     rules = rule_schedules(kernel.mod, target.tvm())
     assert len(rules) == 2  # row-wise and block-wise
@@ -66,8 +66,7 @@ def test_rule_candidates_are_measured_beside_the_default_and_beat_it(target):
     """sampled_candidates puts the rules first (source LOOP_RULE); measure_kernel measures them whatever the
     selection, with the output check; on a batch norm + ReLU over 64 x 56 x 56 the rule beats one thread of
     plain loops by far (3.5x measured here), and a design-space draw that fuses every loop does not."""
-    from recommender.transfer.kernel import (DESIGN_SPACE, LOOP_RULE, FoundCandidates, measure_kernel,
-                                             sampled_candidates)
+    from recommender.transfer.kernel import DESIGN_SPACE, LOOP_RULE, FoundCandidates, measure_kernel, sampled_candidates
     kernel = _kernel("bn_relu", _batch_norm_relu())
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
         cands = sampled_candidates(kernel, m, 2)
@@ -86,7 +85,7 @@ def test_a_kernel_without_loops_to_spare_gets_no_rule(target):
     """A reduction to one scalar has no spatial loop to run in parallel: no rule schedule, no error."""
     from tvm import te
 
-    from recommender.replay import rule_schedules
+    from recommender.transfer.replay import rule_schedules
     x = te.placeholder((4096,), name="x")
     k = te.reduce_axis((0, 4096), name="k")
     total = te.compute((), lambda: te.sum(x[k], axis=k), name="total")
@@ -101,19 +100,19 @@ def _max_pool(c: int = 64, hw: int = 55):
 
 
 def test_a_pooling_gets_a_window_schedule_parallel_over_rows_with_its_rows_left_to_llvm(target):
-    """Besides the row- and block-wise rules, a pooling's window reduction gets `_windowed`'s schedule: channels x
+    """Besides the row- and block-wise rules, a pooling's window reduction gets `windowed`'s schedule: channels x
     rows parallel, each output row a plain loop over the window (not fused into the parallel loop); a softmax
     (one reduction loop) and a conv (two inputs) get none."""
-    from recommender import loop_rules
-    from recommender.replay import rule_schedules
+    from recommender.rules import loop as loop_rules
+    from recommender.transfer.replay import rule_schedules
     pool = _kernel("pool", _max_pool())
     rules = rule_schedules(pool.mod, target.tvm())
     assert len(rules) == 3
     windowed = rules[2].mod.script()
     assert "T.parallel(T.int64(1728))" in windowed or "T.parallel(1728)" in windowed, windowed  # 64 x 27 rows
-    assert loop_rules._windowed(_kernel("softmax", _softmax()).mod) is None
+    assert loop_rules.windowed(_kernel("softmax", _softmax()).mod) is None
     from tests.test_conv_rules import _conv_bias_relu
-    assert loop_rules._windowed(_conv_bias_relu()) is None
+    assert loop_rules.windowed(_conv_bias_relu()) is None
 
 
 @pytest.mark.slow

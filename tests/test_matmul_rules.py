@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.measure import MeasureSettings, Measurer
-from recommender.rows import OK, SAMPLED
+from recommender.core.rows import OK, SAMPLED
 
 
 def _matmul_bias(m: int = 64, k: int = 256, n: int = 128, batch: int = 0, transposed: bool = False):
@@ -28,7 +28,7 @@ def _matmul_bias(m: int = 64, k: int = 256, n: int = 128, batch: int = 0, transp
 
 
 def test_tiles_divide_the_output_and_block_only_a_deep_reduction():
-    from recommender.matmul_rules import matmul_tiles
+    from recommender.rules.matmul import matmul_tiles
     # AVX-512: 8 rows x 3 vectors (24 accumulators) where 6 rows do not divide 128; K blocks of 128 and 256
     # each K block with W read in place, then packed; the second shape in blocks of 128, in place
     assert matmul_tiles(128, 3072, 768, lanes=16) == [(8, 3, 16, 0, False), (8, 3, 16, 128, False),
@@ -56,7 +56,7 @@ def test_tiles_divide_the_output_and_block_only_a_deep_reduction():
 
 
 def test_the_rule_applies_to_row_major_right_operands_batched_or_not():
-    from recommender import matmul_rules
+    from recommender.rules import matmul as matmul_rules
     assert matmul_rules.matmul_output(_matmul_bias()) == (64, 128, 256)
     assert matmul_rules.matmul_output(_matmul_bias(batch=3)) == (64, 128, 256)
     # 4 rows x 4 vectors, unblocked and in K blocks of 128 (256 is K itself), in place and packed, then 4 x 2
@@ -76,7 +76,7 @@ def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat
     the selection, each output checked against the unscheduled kernel; blocked or not, packed or not, with a
     last row tile cut short (197 rows, ViT's tokens) or columns padded (197), or both (49 x 49, a window
     attention's products), they beat plain loops by far."""
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.kernel import MATMUL_RULE, FoundCandidates, measure_kernel, tile_rule_candidates
     kernel = kernel_from_mod("matmul", _matmul_bias(m=m, k=512, n=n))
     assert kernel.class_key.startswith("matmul/"), kernel.class_key
@@ -94,8 +94,8 @@ def test_a_padded_tile_rebuilds_from_its_trace(target):
     """The padded tiles' traces hold PadEinsum: the trace check accepts it and the schedule is rebuilt from
     the trace, as a transfer does for the database after measuring it in a worker."""
     from featurize.trace_schema import check_trace
-    from recommender import matmul_rules
-    from recommender.replay import apply_replayed, tile_rule_schedules
+    from recommender.rules import matmul as matmul_rules
+    from recommender.transfer.replay import apply_replayed, tile_rule_schedules
     mod = _matmul_bias(m=64, k=128, n=197)
     replayed = tile_rule_schedules(mod, target.tvm(), rule="matmul")
     assert replayed and all(t[-1] for t in matmul_rules.matmul_tiles(64, 197, 128))  # packed only

@@ -6,10 +6,9 @@ import time
 
 import pytest
 
-from recommender.errors import SchedrecError
+from recommender.core.errors import SchedrecError
 from recommender.measure import MeasureSettings, Measurer
-from recommender.measure.measurer import (BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT,
-                                          parse_runner)
+from recommender.measure.measurer import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT, parse_runner
 
 from .kernels_tir import add1024, add1024_wrong, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
 
@@ -67,7 +66,7 @@ def test_metaschedule_tunes_through_the_measurer(target, tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
     from recommender.measure.ms_adapter import MeasurerBuilder, MeasurerRunner
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
         db = ms.tir_integration.tune_tir(as_mod(matmul64), target.tvm(), str(tmp_path), max_trials_global=8,
@@ -83,7 +82,7 @@ def test_metaschedule_tunes_through_the_measurer(target, tmp_path):
 def test_correctness_check_catches_a_wrong_kernel_and_passes_real_schedules(measurer, target):
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     wrong, right = measurer.measure([as_mod(add1024_wrong), as_mod(add1024)], reference=as_mod(add1024))
     assert wrong.status == WRONG_RESULT and "differs from the reference" in wrong.error
     assert right.status == OK
@@ -107,16 +106,16 @@ def test_the_reference_runs_once_for_the_candidates_that_follow_and_again_when_i
     import numpy as np
     import tvm
 
-    from recommender.measure.worker import _reference_outputs
+    from recommender.measure.worker import reference_outputs
     path = str(tmp_path / "reference.so")
     payload = {"reference_path": path, "args_info": [[[1024], "float32"], [[1024], "float32"]]}
     tvm.compile(as_mod(add1024), target=target.tvm()).export_library(path)
-    first = _reference_outputs(payload, 1, tvm.cpu())
-    assert _reference_outputs(payload, 1, tvm.cpu()) is first  # not run again
+    first = reference_outputs(payload, 1, tvm.cpu())
+    assert reference_outputs(payload, 1, tvm.cpu()) is first  # not run again
     np.testing.assert_allclose(first[1], first[0] + 1, rtol=1e-6)
     other = str(tmp_path / "other.so")  # the next kernel's reference
     tvm.compile(as_mod(add1024_wrong), target=target.tvm()).export_library(other)
-    again = _reference_outputs({**payload, "reference_path": other}, 1, tvm.cpu())
+    again = reference_outputs({**payload, "reference_path": other}, 1, tvm.cpu())
     np.testing.assert_allclose(again[1], again[0] + 2, rtol=1e-6)
 
 
@@ -152,14 +151,14 @@ def test_a_kernel_that_packs_its_weight_is_checked_packing_and_timed_packed(meas
     (RewriteLayout): the output check runs it with the block (weight in the model's layout, against the
     unscheduled kernel), the timing without it (the packed weight, as the model has it after
     pack_weights_ahead)."""
-    from recommender.measure.worker import _without_weight_rewrite
-    from recommender.replay import sample_schedules
+    from recommender.measure.worker import without_weight_rewrite
+    from recommender.transfer.replay import sample_schedules
 
     marked = as_mod(matmul64.with_attr("layout_free_buffers", [1]))
     drawn = sample_schedules(marked, target.tvm(), 4, seed=0)
-    packing = [d for d in drawn if _without_weight_rewrite(d.mod) is not None]
+    packing = [d for d in drawn if without_weight_rewrite(d.mod) is not None]
     assert packing, "RewriteLayout packed no sample's weight"
-    stripped, timing_args = _without_weight_rewrite(packing[0].mod)
+    stripped, timing_args = without_weight_rewrite(packing[0].mod)
     assert timing_args[1][0] != [64, 64] and timing_args[0] == [[64, 64], "float32"]  # b is packed, a is not
     # OK needs both builds: the stripped one reads a packed weight, which the unscheduled reference lacks
     results = measurer.measure([d.mod for d in packing], reference=as_mod(matmul64))

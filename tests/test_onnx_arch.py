@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recommender.kernels import extract_kernels, flop_shares
-from recommender.model_import import import_model, load_onnx, onnx_input_shapes
-from recommender.onnx_static import make_static
+from recommender.frontend.kernels import extract_kernels, flop_shares
+from recommender.frontend.model_import import import_model, load_onnx, onnx_input_shapes
+from recommender.frontend.onnx_static import make_static
 
 from .onnx_arch import ARCHITECTURES, HF_ARCHITECTURES, SEGMENTATION_ARCHITECTURES, VIDEO_ARCHITECTURES, shufflenet
 from .onnx_nets import export_onnx
@@ -56,7 +56,7 @@ def _assert_computes_as_onnxruntime(model, path: str, inputs: list[np.ndarray], 
 
 def _donor_share(model, target, index) -> float:
     """The share of the model's FLOPs in kernels with a bank donor of the same class or the same anchor."""
-    from recommender.rows import ANCHOR, CLASS
+    from recommender.core.rows import ANCHOR, CLASS
     kernels = extract_kernels(model, target.tvm())
     return sum(s for k, s in zip(kernels, flop_shares(kernels))
                if index.sources_for(k, top_n=1, match=CLASS) or index.sources_for(k, top_n=1, match=ANCHOR))
@@ -105,16 +105,16 @@ def test_an_unseen_architecture_imports_computes_as_onnxruntime_and_has_donors(n
 def test_a_video_models_conv3ds_import_compute_as_onnxruntime_and_get_the_conv_rule(target, tmp_path):
     """A video model (conv3d, batch norm folded or not, residual adds) imports with its dynamic batch dim and
     computes what ONNX Runtime computes; its conv3d kernels, which a bank without a video model has no donor for,
-    each get the conv rule's register tiles (class conv3d/, TILE_RULE_CLASSES) and hold nearly all of its FLOPs."""
-    from recommender.conv_rules import conv_output
-    from recommender.replay import tile_rule_schedules
-    from recommender.transfer.kernel import TILE_RULE_CLASSES
+    each get the conv rule's register tiles (class conv3d/, recommender.rules.tile_rule_for) and hold nearly all of its FLOPs."""
+    from recommender.rules.conv import conv_output
+    from recommender.transfer.replay import tile_rule_schedules
+    from recommender.rules import tile_rule_for
     path, inputs = _export("r3d", tmp_path)
     model = import_model(path, target.tvm())
     _assert_computes_as_onnxruntime(model, path, inputs, target)
     kernels = extract_kernels(model, target.tvm())
     convs = [(k, s) for k, s in zip(kernels, flop_shares(kernels)) if k.class_key.startswith("conv3d/")]
-    assert "conv3d/" in TILE_RULE_CLASSES and sum(s for _, s in convs) > 0.95
+    assert tile_rule_for("conv3d/").name == "conv" and sum(s for _, s in convs) > 0.95
     assert all(conv_output(k.mod) and tile_rule_schedules(k.mod, target.tvm()) for k, _ in convs), \
         [k.name for k, _ in convs if not conv_output(k.mod)]
 
@@ -125,10 +125,10 @@ def test_a_segmentation_heads_resizes_take_donors_from_a_bank_with_a_segmentatio
     """lraspp's bilinear upsampling to the input holds a quarter of its FLOPs. The shipped znver3 bank has no
     model with a resize, so they have no donor there (below 95% of FLOPs); llvm-znver5-2c's bank has zoo:fcn8s,
     whose tuned resize (exported by torch.export) replays onto the ONNX resizes and computes what they compute."""
-    from recommender.candidates import BankIndex
+    from recommender.transfer.candidates import BankIndex
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.replay import replay_trace
-    from recommender.rows import CLASS
+    from recommender.transfer.replay import replay_trace
+    from recommender.core.rows import CLASS
     path, inputs = _export("lraspp", tmp_path)
     model = import_model(path, target.tvm())
     _assert_computes_as_onnxruntime(model, path, inputs, target)

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recommender.errors import ModelImportError
-from recommender.kernels import extract_kernels, flop_shares
-from recommender.model_import import (ImportedModel, _export_torch, _from_exported, import_model, load_relax,
-                                      lower_for_tuning, with_input_shapes)
+from recommender.core.errors import ModelImportError
+from recommender.frontend.kernels import extract_kernels, flop_shares
+from recommender.frontend.model_import import ImportedModel, export_torch, from_exported, import_model, load_relax, lower_for_tuning, with_input_shapes
 
 from .onnx_nets import encoder, export_onnx
 
@@ -55,7 +54,7 @@ def test_onnx_encoder_matmuls_fall_in_the_torch_classes(encoder_files, target):
     raw = {k.class_key for k in _kernels(mod, target, canonical=False) if "matmul" in k.kind}
     onnx_kernels = [k for k in _kernels(mod, target) if "matmul" in k.kind]
     model, args = encoder_files["torch"]
-    torch_kernels = [k for k in _kernels(_from_exported(_export_torch(model, args, "t"), "t"), target)
+    torch_kernels = [k for k in _kernels(from_exported(export_torch(model, args, "t"), "t"), target)
                      if "matmul" in k.kind]
     assert any(key.startswith(("matmul/s3r1", "batch_matmul/s4r1")) for key in raw)  # what ONNX gives as is
     assert {k.class_key for k in onnx_kernels} == {k.class_key for k in torch_kernels}
@@ -67,7 +66,7 @@ def test_the_rewrite_keeps_the_model_output(encoder_files, target):
     path = encoder_files["static"]
     mod, _ = load_relax(path)
     x = np.random.default_rng(0).standard_normal((1, SMALL["seq"], SMALL["d"])).astype("float32")
-    from recommender.canonical import canonicalize_kernels
+    from recommender.frontend.canonical import canonicalize_kernels
     rewritten = canonicalize_kernels(mod)
     plain, canonical = _run(mod, target, [x]), _run(rewritten, target, [x])
     np.testing.assert_allclose(canonical, plain, rtol=1e-5, atol=1e-5)
@@ -127,7 +126,7 @@ def _two_input_graph():
 
 def test_named_dims_bind_every_input_that_has_them():
     """`input_ids=1,128` must bind `attention_mask`'s [batch, sequence] too, and `seq=128` every input's seq."""
-    from recommender.model_import import onnx_input_shapes
+    from recommender.frontend.model_import import onnx_input_shapes
     model, notes = _two_input_graph(), []
     assert onnx_input_shapes(model, {"a": [2, 5, 4]}, log=notes.append) == {"a": [2, 5, 4], "b": [2, 5, 4]}
     assert notes == []  # the batch dim came from `a`, not the default
@@ -161,10 +160,10 @@ def test_a_roll_by_a_whole_period_drops_its_empty_slice_and_its_kernel_gets_a_lo
     """torch.roll by a multiple of the dim (Swin's unshifted blocks) is exported as a concat of two slices, one
     of them empty: its kernel had a loop of extent 0, which makes the scope no stage pipeline (nothing inlines)
     and MetaSchedule's postprocessor divide by zero, so it ran as plain loops. The empty part is dropped
-    (recommender.canonical), and the output stays ONNX Runtime's."""
+    (recommender.frontend.canonical), and the output stays ONNX Runtime's."""
     import torch
 
-    from recommender import loop_rules
+    from recommender.rules import loop as loop_rules
 
     class Roll(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from recommender.kernels import extract_kernels, flop_shares
-from recommender.model_import import import_model, load_relax
-from recommender.onnx_rewrite import einsum_plan
+from recommender.frontend.kernels import extract_kernels, flop_shares
+from recommender.frontend.model_import import import_model, load_relax
+from recommender.frontend.onnx_rewrite import einsum_plan
 
 from .onnx_nets import AudioNet, EinsumHeads, Recurrent, UpConvNet, export_onnx, peephole_lstm
 
@@ -24,7 +24,7 @@ def _tvm_outputs(path: str, x: np.ndarray, target) -> tuple[list[np.ndarray], st
     import tvm
     from tvm import relax
 
-    from recommender.canonical import canonicalize_kernels
+    from recommender.frontend.canonical import canonicalize_kernels
     mod = canonicalize_kernels(load_relax(path)[0])
     vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm()), tvm.cpu())
     out = vm["main"](tvm.runtime.tensor(x))
@@ -214,7 +214,7 @@ def test_a_torch_opset23_export_with_fused_attention_imports_and_has_donors(tmp_
     opset 23: one RMSNormalization and one Attention node (rewritten); it computes what ONNX Runtime
     computes and its matmuls have bank donors."""
     import onnx
-    from recommender.rows import ANCHOR, CLASS
+    from recommender.core.rows import ANCHOR, CLASS
 
     from .onnx_nets import CausalAttentionBlock
     model, x = CausalAttentionBlock().eval(), torch.randn(1, 16, 64)

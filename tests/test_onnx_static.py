@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.onnx_static import make_static
+from recommender.frontend.onnx_static import make_static
 
 
 def _if_on_dim_graph():

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from training.rankers import (LGBMRanker, RandomRanker, RankerError, TLPRanker, TransferTuningHeuristic,
-                              ranker_class)
+from training.rankers import LGBMRanker, RandomRanker, RankerError, TLPRanker, TransferTuningHeuristic
+from training.registry import ranker_class
 
 
 def _groups(n_groups=40, size=12, n_features=6, seed=0):

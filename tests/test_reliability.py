@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from featurize.trace_schema import check_trace
-from recommender.bank import BankError, read_records
-from recommender.replay import ReplayFailure, replay_anchor_trace, replay_trace
-from recommender.transfer_data import read_rows
+from recommender.bank.store import read_records
+from recommender.core.errors import BankError
+from recommender.transfer.replay import ReplayFailure, replay_anchor_trace, replay_trace
+from recommender.core.row_files import read_rows
 
 from .cli_helpers import assert_one_line_error, run_cli, without_root_file_access
 
@@ -140,8 +141,8 @@ def tuned_matmul(target):
     from tvm.s_tir import meta_schedule as ms
 
     from featurize.trace_json import trace_to_json
-    from recommender.kernels import kernel_from_mod
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.frontend.kernels import kernel_from_mod
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     from tests.kernels_tir import as_mod, matmul64
     load_tensor_intrinsics()
     mod = as_mod(matmul64)
@@ -217,7 +218,7 @@ def _write_db(folder: Path, workload_lines: list, record_lines: list) -> None:
 def test_mutated_database_lines_load_or_raise_bank_errors(tuned_matmul, target, tmp_path_factory):
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.candidates import BankIndex
+    from recommender.transfer.candidates import BankIndex
     kernel, trace = tuned_matmul
     workload = ms.database.Workload(kernel.mod).as_json()
     workload = [str(x) for x in workload]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from featurize.trace_json import block_names, postproc_start, trace_to_json
-from recommender.kernels import extract_kernels
-from recommender.model_import import ImportedModel, _export_torch, _from_exported, lower_for_tuning
-from recommender.replay import CLASS_MISMATCH, ReplayFailure, replay_anchor_trace, replay_trace
+from recommender.frontend.kernels import extract_kernels
+from recommender.frontend.model_import import ImportedModel, export_torch, from_exported, lower_for_tuning
+from recommender.transfer.replay import CLASS_MISMATCH, ReplayFailure, replay_anchor_trace, replay_trace
 
 from .conftest import small_cnn
 
@@ -16,7 +16,7 @@ def _kernels(target, width, size):
 
 
 def _kernels_of(model, args, target):
-    mod = lower_for_tuning(_from_exported(_export_torch(model, args, "t"), "t"), target.tvm())
+    mod = lower_for_tuning(from_exported(export_torch(model, args, "t"), "t"), target.tvm())
     return extract_kernels(ImportedModel("t", "t", mod), target.tvm())
 
 
@@ -25,7 +25,7 @@ def _tuned_like_trace(kernel, target, space: int = 0):
     MetaSchedule tuning record."""
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.tvm_setup import load_tensor_intrinsics
+    from recommender.core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     ctx = ms.TuneContext(mod=kernel.mod, target=target, space_generator="post-order-apply", num_threads=1,
                          rand_state=1)
@@ -69,7 +69,7 @@ def _mean_kernel(target, prelude_ops: int, channels: int):
             return x.mean(dim=(2, 3))
 
     args = (torch.randn(1, channels, 8, 8),)
-    mod = lower_for_tuning(_from_exported(_export_torch(Mean(), args, "t"), "t"), target.tvm())
+    mod = lower_for_tuning(from_exported(export_torch(Mean(), args, "t"), "t"), target.tvm())
     return next(k for k in extract_kernels(ImportedModel("t", "t", mod), target.tvm()) if k.kind == "reduction")
 
 
@@ -134,7 +134,7 @@ def test_anchor_trace_replays_onto_an_epilogue_that_reads_the_conv_twice(two_mod
     from featurize.tir_structure import anchor_key
     from featurize.trace_json import strip_postproc
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.replay import _renamed_trace, anchor_block_mapping
+    from recommender.transfer.replay import renamed_trace, anchor_block_mapping
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16),
                               torch.nn.ELU() if act == "elu" else torch.nn.Mish()).eval()
@@ -143,7 +143,7 @@ def test_anchor_trace_replays_onto_an_epilogue_that_reads_the_conv_twice(two_mod
     tt = target.tvm()
     trace = _tuned_like_trace(src, tt, space=space)
     with pytest.raises(Exception):  # TVM alone
-        schedule_using_anchor_trace(Schedule(dst.mod), _renamed_trace(strip_postproc(trace), src.mod,
+        schedule_using_anchor_trace(Schedule(dst.mod), renamed_trace(strip_postproc(trace), src.mod,
                                                                       anchor_block_mapping(src.mod, dst.mod)), tt)
     r = replay_anchor_trace(trace, src.mod, dst.mod, tt)
     assert "SamplePerfectTile" in [inst[0] for inst in r.trace_json[0]]  # the anchor tiling kept
@@ -163,7 +163,7 @@ def test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would
 
     from featurize.tir_structure import anchor_key
     from recommender.measure import MeasureSettings, Measurer
-    from recommender.replay import _renamed_trace, anchor_block_mapping, unwritten_output
+    from recommender.transfer.replay import renamed_trace, anchor_block_mapping, unwritten_output
     from featurize.trace_json import strip_postproc
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU6(),
@@ -179,7 +179,7 @@ def test_anchor_trace_that_leaves_a_padded_border_unwritten_is_refused_and_would
     assert "unwritten" in err.value.message, err.value.message
     # the same schedule, built without that check, computes a wrong result
     sch = Schedule(dst.mod)
-    schedule_using_anchor_trace(sch, _renamed_trace(strip_postproc(trace), src.mod,
+    schedule_using_anchor_trace(sch, renamed_trace(strip_postproc(trace), src.mod,
                                                     anchor_block_mapping(src.mod, dst.mod)), tt)
     assert unwritten_output(sch)
     with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0)) as m:
@@ -196,9 +196,9 @@ def test_a_committed_latency_runs_database_is_rebuilt_from_its_report_and_traces
 
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.errors import SchedrecError
-    from recommender.model_import import import_model
-    from recommender.target import parse_target
+    from recommender.core.errors import SchedrecError
+    from recommender.frontend.model_import import import_model
+    from recommender.target.spec import parse_target
     from .cli_helpers import ROOT
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import ab_databases

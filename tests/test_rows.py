@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from recommender import rows as rows_mod
-from recommender.bank import BankError
-from recommender.rows import DEFAULT, CandidateRow
-from recommender.transfer_data import read_rows, summarize, write_rows
+from recommender.core import rows as rows_mod
+from recommender.core.errors import BankError
+from recommender.core.rows import DEFAULT, CandidateRow
+from recommender.core.row_files import read_rows, summarize, write_rows
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c"
 TRANSFER = sorted((SHIPPED / "transfer").glob("*.jsonl.gz"))
@@ -82,7 +82,7 @@ def test_a_field_of_the_wrong_shape_is_a_bank_error(tmp_path):
 
 
 def test_status_constants_have_one_home():
-    from recommender import candidates, replay
+    from recommender.transfer import candidates, replay
     from recommender.measure import measurer
     for name in ("OK", "BUILD_ERROR", "RUNTIME_ERROR", "TIMEOUT", "CRASH", "WRONG_RESULT"):
         assert getattr(measurer, name) is getattr(rows_mod, name)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.bank import locked
+from recommender.bank.store import locked
 from recommender.cli import main
 
 from .cli_helpers import ROOT
@@ -26,7 +26,7 @@ SHIPPED = ROOT / "models" / "llvm-znver3-2c"
 
 def test_pause_holds_the_driver_between_kernels(tmp_path, target):
     """With <bank>/PAUSE present no kernel starts; removing it lets the run go on (polled every 5 s)."""
-    from recommender.kernels import kernel_from_mod
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.driver import RowFile, drive
     from recommender.transfer.kernel import FoundCandidates, choose
     kernels = [kernel_from_mod("add", as_mod(add1024)), kernel_from_mod("matmul", as_mod(matmul64))]

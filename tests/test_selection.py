@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recommender.rows import CandidateRow
-from recommender.selection import KernelCandidates, MeasureAll, RandomK, Ranked, split_budget
+from recommender.core.rows import CandidateRow
+from recommender.transfer.selection import KernelCandidates, MeasureAll, RandomK, Ranked, split_budget
 
 
 def _kernel(name, n, gain=1.0, match="class", class_key="matmul/s2r1:@matmul"):
@@ -62,7 +62,7 @@ def test_ranked_orders_by_the_ranker_and_puts_known_failures_last():
 
 
 def test_design_space_samples_keep_their_draw_order_under_every_selector():
-    from recommender.selection import ranked
+    from recommender.transfer.selection import ranked
     samples, transferred = _kernel("ln", 5, match="sampled"), _kernel("mm", 6)
     for selector in (RandomK(seed=3), MeasureAll()):
         assert ranked(selector, samples) == [0, 1, 2, 3, 4]
@@ -74,8 +74,8 @@ def test_design_space_samples_keep_their_draw_order_under_every_selector():
 def test_cap_spreads_the_pool_across_donor_models_best_ranks_first():
     """--cap keeps every donor model represented: rank 0 of each model first, then rank 1
     of each, ...; the model's own records and excluded models never come back."""
-    from recommender.candidates import BankIndex, SourceSchedule
-    from recommender.kernels import Kernel
+    from recommender.transfer.candidates import BankIndex, SourceSchedule
+    from recommender.frontend.kernels import Kernel
     key = "matmul/s2r1:@matmul+add"
     index = BankIndex.__new__(BankIndex)
     latency = {"a": 3e-3, "b": 1e-3, "c": 2e-3, "me": 1e-4}
@@ -93,8 +93,8 @@ def test_a_class_with_one_donor_model_is_joined_by_same_anchor_donors_within_the
     """pool_for: with class donors from two models the class alone is the pool; from one model, the same-anchor
     donors of other epilogues join it, their models queued after the class's model, all within the cap."""
     from featurize.tir_structure import anchor_key
-    from recommender.candidates import BankIndex, SourceSchedule
-    from recommender.kernels import Kernel
+    from recommender.transfer.candidates import BankIndex, SourceSchedule
+    from recommender.frontend.kernels import Kernel
     key, other = "conv2d/s4r3:pad_temp+@conv2d_nchw+add+relu", "conv2d/s4r3:pad_temp+@conv2d_nchw+relu"
     assert anchor_key(key) == anchor_key(other)
 

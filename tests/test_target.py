@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from recommender.errors import TargetError
-from recommender.target import native_target, parse_target, physical_cores, target_key
+from recommender.core.errors import TargetError
+from recommender.target.spec import native_target, parse_target, physical_cores, target_key
 
 
 def test_native_target_is_the_host_cpu():
@@ -49,7 +49,7 @@ def test_bad_targets(spec, message):
 
 
 def test_avx512_cpus_get_the_no_gather_target_and_others_do_not():
-    from recommender.target import NO_GATHER, TargetSpec, native_config
+    from recommender.target.spec import NO_GATHER, TargetSpec, native_config
     zen5 = native_config("znver5", 2, {"avx2", "fma", "avx512f", "avx512bw"})
     assert zen5["mattr"] == NO_GATHER == ["+prefer-no-gather", "+prefer-no-scatter"]
     assert "mattr" not in native_config("znver3", 2, {"avx2", "fma"})
@@ -59,7 +59,7 @@ def test_avx512_cpus_get_the_no_gather_target_and_others_do_not():
 
 
 def test_native_target_reads_the_cpu_flags_of_this_host():
-    from recommender.target import host_cpu_flags, native_target
+    from recommender.target.spec import host_cpu_flags, native_target
     flags = host_cpu_flags()
     assert ("mattr" in native_target().config) == ("avx512f" in flags)
     if flags:  # x86-64 Linux
@@ -79,42 +79,38 @@ def _target_folders(root, *keys, need="bank"):
     ("llvm-znver3-16c", ["llvm-znver3-2c", "llvm-znver3-8c"], "llvm-znver3-8c"),  # then the cores
 ])
 def test_the_nearest_target_folder_serves_a_cpu_without_its_own(tmp_path, here, have, expected):
-    from recommender.target_dirs import resolve
+    from recommender.target.folders import resolve
     folder, note = resolve(_target_folders(tmp_path, *have), here, "bank")
     assert folder == tmp_path / expected
     assert note.startswith(f"note: no bank for this CPU ({here}); using the nearest, {expected}") and "\n" not in note
 
 
 def test_a_cpu_with_its_own_folder_uses_it_and_none_at_all_is_a_clear_error(tmp_path):
-    from recommender.errors import SchedrecError
-    from recommender.target_dirs import resolve
+    from recommender.core.errors import SchedrecError
+    from recommender.target.folders import resolve
     _target_folders(tmp_path, "llvm-znver3-2c", "llvm-znver5-2c")
     assert resolve(tmp_path, "llvm-znver5-2c") == (tmp_path / "llvm-znver5-2c", None)
     with pytest.raises(SchedrecError, match="no rankers for llvm-znver5-2c, and no other target has one"):
         resolve(tmp_path, "llvm-znver5-2c", "rankers")
 
 
-def test_a_run_names_the_bank_it_uses_and_its_cpu_in_one_line(tmp_path, monkeypatch, capsys):
+def test_a_run_names_the_bank_it_uses_and_its_cpu_in_one_line(tmp_path, monkeypatch):
     """The nearest target's bank: resolve's line only; the same bank passed as --bank: the line on its models'
     CPU instead; this CPU's own bank: nothing."""
-    import argparse
     import shutil
 
-    from recommender.bank import repo_models_dir
-    from recommender.cli import _donor_dirs
+    from recommender.bank.info import donor_folders
+    from recommender.target.folders import repo_models_dir
     shipped = repo_models_dir() / "llvm-znver3-2c" / "bank" / "bert_tiny"
     models = tmp_path / "models"
     shutil.copytree(shipped, models / "llvm-znver3-2c" / "bank" / "bert_tiny")
-    monkeypatch.setattr("recommender.bank.repo_models_dir", lambda: models)
-    bank, _ = _donor_dirs(argparse.Namespace(bank=None, recommender=None), "llvm-znver5-2c", recommender=False)
+    monkeypatch.setenv("SCHEDREC_MODELS_DIR", str(models))
+    bank, _, (line,) = donor_folders("llvm-znver5-2c", with_recommender=False)
     assert bank == models / "llvm-znver3-2c" / "bank"
-    (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("note: no bank for this CPU (llvm-znver5-2c); using the nearest, llvm-znver3-2c")
-    _donor_dirs(argparse.Namespace(bank=str(bank), recommender=None), "llvm-znver5-2c", recommender=False)
-    (line,) = capsys.readouterr().err.splitlines()
+    _, _, (line,) = donor_folders("llvm-znver5-2c", bank=str(bank), with_recommender=False)
     assert "1 bank model was measured on another CPU than llvm-znver5-2c (bert_tiny on llvm-znver3-2c)" in line
-    _donor_dirs(argparse.Namespace(bank=None, recommender=None), "llvm-znver3-2c", recommender=False)
-    assert capsys.readouterr().err == ""
+    assert donor_folders("llvm-znver3-2c", with_recommender=False)[2] == []
 
 
 def test_a_latency_row_on_a_cpu_without_a_matrix_ranks_with_the_nearest_matrix_that_has_the_model(tmp_path):
@@ -138,7 +134,7 @@ def test_a_latency_row_on_a_cpu_without_a_matrix_ranks_with_the_nearest_matrix_t
 
 def test_held_out_latency_rows_take_only_zoo_models_outside_the_bank():
     """--heldout names zoo models in neither the bank nor the references; anything else is refused by name."""
-    from recommender.errors import SchedrecError
+    from recommender.core.errors import SchedrecError
     from .cli_helpers import load_script
     table = load_script("latency_table")
     assert table.heldout_models("resnet50,convnext_tiny", {"resnet18"}) == ["resnet50", "convnext_tiny"]
@@ -156,7 +152,7 @@ def test_every_probe_s_results_start_with_the_target_its_key_the_cpu_and_the_dat
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from results_dir import run_header
-    from recommender.target import cpu_name
+    from recommender.target.spec import cpu_name
     target = parse_target('{"kind": "llvm", "mcpu": "znver4", "num-cores": 2}')
     header = run_header(target)
     assert header == {"target": target.config, "target_key": "llvm-znver4-2c", "cpu": cpu_name(),

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from featurize.trace_schema import MalformedTrace, check_trace
-from recommender.bank import read_records, repo_models_dir
+from recommender.bank.store import read_records
+from recommender.target.folders import repo_models_dir
 
 SHIPPED = sorted(repo_models_dir().glob("*/bank/*/meta.json"))
 

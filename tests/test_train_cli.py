@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from recommender.rows import CandidateRow
-from recommender.transfer_data import write_rows
+from recommender.core.rows import CandidateRow
+from recommender.core.row_files import write_rows
 
 from .cli_helpers import assert_one_line_error, run_cli
 from .test_featurize import ARGS, MATMUL_TRACE
@@ -123,15 +123,17 @@ def test_bank_records_join_their_kernels_groups(tmp_path):
 
 
 def test_a_leave_out_selector_never_learns_from_its_model_and_ranks_its_kernels(target_root, monkeypatch):
-    import training.train as train_mod
-    from recommender.selection import KernelCandidates
+    import training.evaluate as evaluate_mod
+    from recommender.transfer.recommend import leave_out_selector
+    from recommender.transfer.selection import KernelCandidates
     from training.dataset import ranking_set
+    from training.train import TargetData
     fitted = []
-    real_fit = train_mod.fit_ranker
-    monkeypatch.setattr(train_mod, "fit_ranker", lambda name, data, *a, **kw: fitted.append(data)
+    real_fit = evaluate_mod.fit_ranker
+    monkeypatch.setattr(evaluate_mod, "fit_ranker", lambda name, data, *a, **kw: fitted.append(data)
                         or real_fit(name, data, *a, **kw))  # a spy: the real fit runs
-    data = train_mod.TargetData(target_root, log=lambda m: None)
-    selector = train_mod.leave_out_selector(data, "beta")
+    data = TargetData(target_root, log=lambda m: None)
+    selector = leave_out_selector(data, "beta")
     assert selector.name == "lgbm (trained without beta)"
     (train_set,) = fitted
     used = {(r.target_model, r.source_model) for g in train_set.groups for r in g.rows}
@@ -150,7 +152,7 @@ def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_roo
     SAMPLED), measured whatever the ranking and absent from the matrix the rankers learn from: they are not
     ranked. Here a rule tile is the fastest candidate of every kernel; scored with it, no donor order could
     reach a top-1 of 1, and the heuristic (rank 0 at shape distance 0) would pick it every time."""
-    from recommender.transfer_data import read_rows
+    from recommender.core.row_files import read_rows
     rows = read_rows(target_root / "transfer" / "alpha.jsonl.gz")
     rows = [CandidateRow(**{**r.__dict__, "target_model": "delta"}) for r in rows]
     tiles = [CandidateRow(**{**r.__dict__, "match": "sampled", "source_model": "(conv rule)", "source_rank": 0,

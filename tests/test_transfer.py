@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from recommender.measure import MeasureSettings, Measurer
-from recommender.rows import NOT_MEASURED, OK, SAMPLED
-from recommender.transfer.kernel import RULES
-from recommender.transfer_data import read_rows
+from recommender.core.rows import NOT_MEASURED, OK, SAMPLED
+from recommender.transfer.kernel import RULE_SOURCES
+from recommender.core.row_files import read_rows
 
 from .cli_helpers import ROOT, main_printing
 from .conftest import small_cnn
@@ -73,7 +73,7 @@ def test_top2_per_kernel_measures_two_candidates_and_writes_the_fastest_measured
     for k in with_cands:
         # measured: replayed and sent to the measurer (a candidate that failed to replay is a failure, not measured)
         mine = [r for r in rows if r.target_kernel == k["kernel"] and r.status != NOT_MEASURED and r.replayed]
-        rules = [r for r in mine if r.source_model in RULES]  # measured beside the default, whatever the budget
+        rules = [r for r in mine if r.source_model in RULE_SOURCES]  # measured beside the default, whatever the budget
         late = [r for r in mine if r.match == SAMPLED and r not in rules] if k["match"] != SAMPLED else []
         donors = [r for r in mine if r not in late and r not in rules]
         assert 1 <= len(donors) <= min(2, k["candidates"]) + sum(k["failures"].values()) and k["default_s"] > 0
@@ -82,7 +82,7 @@ def test_top2_per_kernel_measures_two_candidates_and_writes_the_fastest_measured
             assert all(r.status != OK or r.latency_s >= k["default_s"] for r in donors)
     assert t["kernels_sampled_after_donors"] == sum(
         1 for k in with_cands if k["match"] != SAMPLED and any(
-            r.match == SAMPLED and r.source_model not in RULES for r in rows if r.target_kernel == k["kernel"]))
+            r.match == SAMPLED and r.source_model not in RULE_SOURCES for r in rows if r.target_kernel == k["kernel"]))
     assert any(k["measured"] >= 2 for k in with_cands)  # so that "the fastest" is a choice
     assert t["search_s"] >= t["replay_s"] + t["run_s"] and t["featurize_s"] > 0 and t["predict_s"] > 0
     assert (out / "report.md").read_text().startswith("# Budgeted transfer")
@@ -150,7 +150,7 @@ def test_anchor_fallback_end_to_end_and_switched_off(bank_and_onnx, k2_run, tmp_
     """The ONNX export folds batch norm into conv + add: no same-class donor in the torch-exported bank, so
     its convs get the anchor's schedules (same conv, other epilogue); --no-anchor-fallback leaves them none
     (and without a short search or samples, no candidate but the conv rule's own tiles)."""
-    from recommender.rows import ANCHOR
+    from recommender.core.rows import ANCHOR
     bank, onnx_path = bank_and_onnx
     on, on_rows = json.loads((k2_run[0] / "report.json").read_text()), read_rows(k2_run[0] / "candidates.jsonl.gz")
     out = tmp_path / "off"
@@ -161,7 +161,7 @@ def test_anchor_fallback_end_to_end_and_switched_off(bank_and_onnx, k2_run, tmp_
     assert any(r.match == ANCHOR for r in on_rows) and not any(r.match == ANCHOR for r in off_rows)
     assert on["totals"]["flop_coverage_transferred"] > off["totals"]["flop_coverage_transferred"]
     anchored = {k["kernel"] for k in on["kernels"] if k["match"] == ANCHOR and k["valid"]}
-    assert anchored and all(r.source_model in RULES for r in off_rows  # no donor: the conv rule's tiles at most
+    assert anchored and all(r.source_model in RULE_SOURCES for r in off_rows  # no donor: the conv rule's tiles at most
                             if r.target_kernel in anchored and not r.is_default)
     assert any(k["chosen"] and k["chosen"]["match"] == ANCHOR for k in on["kernels"])
 
@@ -170,11 +170,11 @@ def test_a_kernel_without_donors_gets_measured_design_space_samples(bank_and_onn
     """No bank model has a layer norm: with samples it gets schedules drawn from its own design space, kept
     in draw order by every selector, measured with the output check, and the fastest is chosen if it beats
     the default; without samples it has no candidate."""
-    from recommender.candidates import BankIndex
-    from recommender.kernels import extract_kernels
+    from recommender.transfer.candidates import BankIndex
+    from recommender.frontend.kernels import extract_kernels
     from recommender.measure import Measurer
-    from recommender.model_import import import_model
-    from recommender.selection import KernelCandidates, RandomK, ranked
+    from recommender.frontend.model_import import import_model
+    from recommender.transfer.selection import KernelCandidates, RandomK, ranked
     from recommender.transfer.choice import choice_from_rows
     from recommender.transfer.kernel import DESIGN_SPACE, LOOP_RULE, find_candidates, measure_kernel
 
@@ -210,8 +210,8 @@ def test_donors_that_all_fail_or_lose_are_followed_by_design_space_samples(targe
     from its own design space, measured with the output check; without samples it keeps its default."""
     from dataclasses import replace
 
-    from recommender.kernels import kernel_from_mod
-    from recommender.rows import CLASS
+    from recommender.frontend.kernels import kernel_from_mod
+    from recommender.core.rows import CLASS
     from recommender.transfer.choice import choice_from_rows
     from recommender.transfer.kernel import FoundCandidates, measure_kernel, sampled_candidates
 
@@ -241,8 +241,8 @@ def test_a_heavy_kernel_without_donors_gets_the_best_records_of_a_short_search(t
     """find_candidates with tune_trials: where no donor replays, a short MetaSchedule search of the kernel's
     design space (schedrec's measurer) gives its candidates, best first, checked and measured like donors';
     trials_per_kernel gives the search to kernels of 1% of the FLOPs or more only."""
-    from recommender.candidates import BankIndex
-    from recommender.kernels import Kernel, kernel_from_mod
+    from recommender.transfer.candidates import BankIndex
+    from recommender.frontend.kernels import Kernel, kernel_from_mod
     from recommender.transfer.kernel import DESIGN_SPACE, LOOP_RULE, find_candidates, measure_kernel
     from recommender.transfer.short_tune import SHORT_TUNE, trials_per_kernel
 
@@ -273,8 +273,8 @@ def test_a_kernel_its_tile_rule_builds_gets_no_short_search(target):
     """A conv without donors whose tile rule builds is not searched: on all 24 kernels whose candidates had both
     (RegNet's grouped convs on three CPUs), the rule's best beat the search's. Its candidates are the rule's
     (and the few random samples any kernel without donors gets)."""
-    from recommender.candidates import BankIndex
-    from recommender.kernels import kernel_from_mod
+    from recommender.transfer.candidates import BankIndex
+    from recommender.frontend.kernels import kernel_from_mod
     from recommender.transfer.kernel import CONV_RULE, find_candidates
     from recommender.transfer.short_tune import SHORT_TUNE
 
@@ -291,7 +291,7 @@ def test_a_kernel_its_tile_rule_builds_gets_no_short_search(target):
 def test_a_short_search_goes_to_convs_and_matmuls_from_a_quarter_of_the_share_the_others_need():
     """RegNet's last grouped convs (0.8% of its FLOPs each, no donor) ran 14 ms in loop-rule loops: a conv or
     matmul gets the search from 0.25% of the model's FLOPs, any other kernel from 1%."""
-    from recommender.kernels import Kernel
+    from recommender.frontend.kernels import Kernel
     from recommender.transfer.short_tune import trials_per_kernel
     args = [((4,), "float32")]
     kernels = [Kernel("big", 1, 990.0, "elementwise/s2r0:@add", args),
@@ -310,7 +310,7 @@ def test_pack_weights_transfers_packing_schedules_and_the_model_computes_the_sam
     from tvm.s_tir import meta_schedule as ms
 
     from recommender.measure.worker import pack_weights_ahead
-    from recommender.model_import import import_model
+    from recommender.frontend.model_import import import_model
     bank, onnx_path = bank_and_onnx
     out = tmp_path / "packed"
     assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1", "--fallback-samples", "0", "--tune-missing",
@@ -339,7 +339,7 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
     from tvm.relax.frontend.onnx import from_onnx
     from tvm.s_tir import meta_schedule as ms
 
-    from recommender.model_import import import_model
+    from recommender.frontend.model_import import import_model
     _, onnx_path = bank_and_onnx
     out = k2_run[0]
     report = json.loads((out / "report.json").read_text())
@@ -404,7 +404,7 @@ def test_bad_budgets_and_recommenders_get_one_line_errors(bank_and_onnx, tmp_pat
 
 @pytest.mark.bench  # every method, each model timed: make test-bench
 def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tmp_path, target):
-    from recommender.compare import compare
+    from recommender.compare.run import compare
     bank, onnx_path = bank_and_onnx
     out = tmp_path / "cmp"
     data = compare(onnx_path, target, bank, SHIPPED, out, budgets=(1, 2), exhaustive="measure", top_n=2,

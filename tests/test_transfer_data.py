@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from recommender.rows import CandidateRow
-from recommender.transfer_data import read_rows, summarize, write_rows
+from recommender.core.rows import CandidateRow
+from recommender.core.row_files import read_rows, summarize, write_rows
 
 
 def _row(model, kernel, match, latency, rank=0, status="ok", tuned=None):
@@ -41,7 +41,7 @@ def test_round_trip_and_summary(tmp_path):
 
 
 def test_rows_missing_required_fields_are_refused(tmp_path):
-    from recommender.bank import BankError
+    from recommender.core.errors import BankError
     path = tmp_path / "x.jsonl.gz"
     with gzip.open(path, "wt") as f:  # write_rows only writes whole rows: the damaged file is made by hand
         f.write(json.dumps({"target_model": "a"}) + "\n")

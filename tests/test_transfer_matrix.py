@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from recommender.transfer_data import read_rows
+from recommender.core.row_files import read_rows
 
 
 pytestmark = pytest.mark.slow  # real tuning, replays or whole-model compiles: not in `make test-fast`

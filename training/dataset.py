@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from featurize.candidate_features import SourceKernel
-from recommender.bank import BankError, bank_models, read_meta
-from recommender.rows import CandidateRow
-from recommender.transfer_data import read_rows
+from recommender.bank.store import bank_models, read_meta
+from recommender.core.errors import BankError
+from recommender.core.rows import CandidateRow
+from recommender.core.row_files import read_rows
 
 
 @dataclass(frozen=True)
@@ -75,17 +75,6 @@ def read_matrix(matrix_dir: Path) -> list[CandidateRow]:
     return [r for f in files for r in read_rows(f)]
 
 
-def read_source_kernels(bank_dir: Path) -> dict[tuple[str, str], SourceKernel]:
-    """(model, kernel) -> FLOPs and arguments of every kernel in the bank's meta.json files."""
-    out = {}
-    for folder in bank_models(Path(bank_dir)):
-        meta = read_meta(folder)
-        for name, k in (meta.get("kernels") or {}).items():
-            args = tuple((tuple(a["shape"]), a["dtype"]) for a in k.get("args", []))
-            out[(meta["model"], name)] = SourceKernel(float(k.get("flops") or 0.0), args)
-    return out
-
-
 def ranking_set(rows: list[CandidateRow], min_candidates: int = 1) -> RankingSet:
     """Group replayed candidates by target kernel (kernels with fewer than `min_candidates` dropped)."""
     by_kernel: dict[tuple[str, str], list[CandidateRow]] = defaultdict(list)
@@ -123,7 +112,7 @@ def bank_record_rows(bank_dir: Path) -> list[CandidateRow]:
     would leak its label): pair features read "unknown". Records are matched to their kernel by argument
     shapes (meta.json); a record whose shapes name no kernel, or more than one, is skipped."""
     from featurize.trace_json import strip_postproc
-    from recommender.bank import read_records
+    from recommender.bank.store import read_records
     rows = []
     for folder in bank_models(Path(bank_dir)):
         meta = read_meta(folder)

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from featurize.candidate_features import Featurizer
 from featurize.validity import demote_known_failures
-from recommender.rows import CandidateRow
+from recommender.core.rows import CandidateRow
 
 from .dataset import RankingSet, ranking_set, trainable
 from .metrics import KS, score_groups, summarize_outcomes
-from .rankers import Ranker, TransferTuningHeuristic, ranker_class
+from .rankers import Ranker, TransferTuningHeuristic
+from .registry import featurize_for, ranker_class
 
 
 class FeatureTable:
@@ -44,16 +44,12 @@ class FeatureTable:
 
     def _compute(self, feature_set: str) -> np.ndarray:
         t0 = time.perf_counter()
-        if feature_set == "tabular":
-            X = self.featurizer.tabular(self._rows)
-        elif feature_set == "tokens":
-            X = self.featurizer.sequences(self._rows)
-        elif feature_set == "per_store":
+        if feature_set == "per_store":
             if self._per_store is None:
                 raise KeyError("per_store features are not available")
             X = self._per_store(self._rows)
         else:
-            raise KeyError(f"unknown feature set {feature_set!r}")
+            X = featurize_for(self.featurizer, feature_set)(self._rows)
         self.seconds[feature_set] = round(time.perf_counter() - t0, 2)
         return X
 
@@ -62,7 +58,7 @@ class FeatureTable:
             self._sets[feature_set] = self._compute(feature_set)
         X = self._sets[feature_set][[self._index[r.key] for r in rows]]
         if X.dtype.kind == "f" and np.isnan(X).any():
-            from recommender.bank import BankError
+            from recommender.core.errors import BankError
             missing = next(r.key for r, bad in zip(rows, np.isnan(X).reshape(len(X), -1).any(axis=1)) if bad)
             raise BankError(f"no {feature_set} features for {int(np.isnan(X).reshape(len(X), -1).any(axis=1).sum())} "
                             f"candidates (e.g. {missing}); for per_store run scripts/per_store_features.py again")
@@ -151,10 +147,3 @@ def per_model_table(result: dict, metric: str = "top1") -> str:
         cells = [result["rankers"][n]["models"].get(m, {}).get(metric) for n in names]
         lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
     return "\n".join(lines)
-
-
-def default_paths(target_key: str, root: Path | None = None) -> tuple[Path, Path, Path]:
-    """(matrix dir, bank dir, rankers dir) of a target."""
-    from recommender.bank import repo_models_dir
-    base = (root or repo_models_dir()) / target_key
-    return base / "transfer", base / "bank", base / "rankers"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recommender.fileio import atomic_write_text
+from recommender.core.fileio import atomic_write_text
 
 HEADING = "## Rankers"
 _COLS = ("top1", "top3", "top5", "q1", "q5", "ndcg5", "hit1", "fail1")

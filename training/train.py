@@ -16,15 +16,16 @@ import numpy as np
 
 from featurize.candidate_features import Featurizer
 from featurize.trace_tokens import Vocabulary
-from recommender.bank import BankError
-from recommender.fileio import atomic_write_json, display_path
-from recommender.rows import CandidateRow
+from recommender.core.errors import BankError
+from recommender.core.fileio import atomic_write_json, display_path
+from recommender.core.rows import CandidateRow
 
-from .dataset import (RankingSet, bank_record_rows, leave_model_out, read_matrix, read_source_kernels, ranking_set,
-                      trainable)
+from recommender.bank.sources import read_source_kernels
+
+from .dataset import RankingSet, bank_record_rows, read_matrix, ranking_set, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
-from .rankers import ranker_class
+from .registry import ranker_class
 from .report import update_card
 
 EVALUATION_FILE = "evaluation.json"
@@ -139,8 +140,8 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     schedules (the tile and loop rules', design-space samples; match SAMPLED) are measured whatever the
     ranking, and the matrix the rankers learn from has none, so ranking them would score what no selection
     decides (on llvm-znver5-2c's resnet50 the conv rule's tiles were the best candidate of 23 of 25 kernels)."""
-    from recommender.rows import SAMPLED
-    from recommender.transfer_data import read_rows
+    from recommender.core.rows import SAMPLED
+    from recommender.core.row_files import read_rows
     files = sorted((data.target_dir / "heldout").glob("*/candidates.jsonl.gz"))
     if not files:
         return {}
@@ -169,17 +170,3 @@ def learning_curve(data: TargetData, names: list[str], fractions: tuple[float, .
         out[str(frac)] = {n: {k: r["rankers"][n]["pooled"][k] for k in ("top1", "top3", "top5")} for n in names}
         log(f"learning curve at {frac:.0%}: " + ", ".join(f"{n} top1 {out[str(frac)][n]['top1']}" for n in names))
     return out
-
-
-def leave_out_selector(data: TargetData, model: str, name: str = "lgbm"):
-    """The recommender a model would get if it were new: ranker `name` fitted on every matrix row (and bank
-    record) that neither targets `model` nor comes from it, wrapped as a transfer selector."""
-    from recommender.selection import Ranked
-    rows = leave_model_out(data.rows, model)[0]
-    if ranker_class(name).uses_extra_groups:
-        rows += leave_model_out(data.extra, model)[0]
-    ranker = fit_ranker(name, trainable(rows), data.table)
-    featurize = data.featurizer.sequences if ranker.feature_set == "tokens" else data.featurizer.tabular
-    selector = Ranked(ranker, featurize)
-    selector.name = f"{name} (trained without {model})"
-    return selector

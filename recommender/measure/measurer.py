@@ -8,7 +8,6 @@ measurement lock (host_lock.py), so two schedrec processes never measure at once
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -24,9 +23,9 @@ from queue import Empty, Queue
 from . import contention
 from .args import index_bounds, kernel_args
 from .host_lock import exclusive
-from ..errors import SchedrecError
+from ..core.errors import SchedrecError
 # candidate status values: defined once with the rows that record them, importable from here too
-from ..rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
+from ..core.rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
 from .pool import WorkerCrash, WorkerError, WorkerHandle, WorkerTimeout
 
 
@@ -44,7 +43,7 @@ class MeasureSettings:
     build_timeout_s: float = 120.0
     run_timeout_s: float = 60.0
     runner: str = "local"  # or rpc://HOST:PORT/KEY
-    fast_math: bool = True  # vectorized float32 exp/erf in every build (recommender.fast_math); False: libm calls
+    fast_math: bool = True  # vectorized float32 exp/erf in every build (recommender.measure.fast_math); False: libm calls
 
     def __post_init__(self) -> None:
         for name in ("repeat", "number", "build_workers"):
@@ -342,7 +341,3 @@ class Measurer:
         return {"target": self.target_config, "settings": self.settings.to_json(),
                 "timer_restarts": self._timer.restarts, "stats": dict(self.stats),
                 "builder_restarts": sum(b.restarts for b in self._builders)}
-
-
-def dump_results(results: list[MeasureResult]) -> str:
-    return json.dumps([asdict(r) for r in results])

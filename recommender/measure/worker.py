@@ -27,10 +27,10 @@ def _build(payload: dict) -> dict:
     [shape, dtype] of that build's arguments."""
     import tvm
 
-    from ..fast_math import fast_math
+    from .fast_math import fast_math
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
-    packed = _without_weight_rewrite(mod)
+    packed = without_weight_rewrite(mod)
     with fast_math(payload.get("fast_math", False)):
         if packed is None:
             return {"path": _export(tvm.compile(mod, target=target), payload["out_path"])}
@@ -41,7 +41,7 @@ def _build(payload: dict) -> dict:
                 "check_path": check_path, "timing_args": timing_args}
 
 
-def _without_weight_rewrite(mod: object) -> tuple[object, list] | None:
+def without_weight_rewrite(mod: object) -> tuple[object, list] | None:
     """(the kernel without its weight layout-rewrite blocks, its arguments' [shape, dtype]), or None if it
     has no such block (only a kernel with layout-free buffers can have one: the others skip the pass)."""
     import tvm_ffi
@@ -56,13 +56,13 @@ def _without_weight_rewrite(mod: object) -> tuple[object, list] | None:
     return stripped, [[[int(d) for d in a.shape], str(a.dtype)] for a in args]
 
 
-def _build_model(payload: dict) -> dict:
+def build_model(payload: dict) -> dict:
     """Compile a whole Relax model (optionally with a MetaSchedule database's schedules) to a library.
     Answers the library's path and, with a database, how many kernels it scheduled."""
     import tvm
     from tvm import relax
 
-    from ..fast_math import fast_math
+    from .fast_math import fast_math
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
     scheduled = None
@@ -104,7 +104,7 @@ def _time_model(payload: dict) -> list[float]:
     from tvm import relax
     dev = tvm.cpu()
     vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
-    args = _random_args(payload["args_info"], payload.get("seed", 0), dev)
+    args = random_args(payload["args_info"], payload.get("seed", 0), dev)
     for _ in range(max(1, payload["warmup"])):
         vm["main"](*args)
     evaluator = vm.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
@@ -112,7 +112,7 @@ def _time_model(payload: dict) -> list[float]:
     return [float(x) for x in evaluator(*args).results]
 
 
-def _random_args(args_info: list, seed: int, dev: object) -> list:
+def random_args(args_info: list, seed: int, dev: object) -> list:
     """Inputs for timing and the output check: uniform floats; integer arguments are random indices below
     their bound where the kernel uses them as indices (`args_info` entries [shape, dtype, bound]), else zeros
     (so that index inputs stay in range)."""
@@ -206,9 +206,9 @@ def _check(lib: object, payload: dict, dev: object) -> None:
     Every argument buffer is compared after the call (inputs stay equal, outputs must match), so which
     arguments are outputs need not be known."""
     seed = payload.get("seed", 0) + 1
-    ours = _random_args(payload["args_info"], seed, dev)
+    ours = random_args(payload["args_info"], seed, dev)
     lib["main"](*ours)
-    for i, (a, b, info) in enumerate(zip(ours, _reference_outputs(payload, seed, dev), payload["args_info"])):
+    for i, (a, b, info) in enumerate(zip(ours, reference_outputs(payload, seed, dev), payload["args_info"])):
         ok, worst = close_enough(a.numpy(), b, info[1])
         if not ok:
             raise WrongResult(f"argument {i} differs from the reference (max abs diff {worst:.3g})")
@@ -217,7 +217,7 @@ def _check(lib: object, payload: dict, dev: object) -> None:
 _REFERENCE_OUTPUTS: dict = {}  # the last reference run's arguments after the call, by (library file, seed, args)
 
 
-def _reference_outputs(payload: dict, seed: int, dev: object) -> list:
+def reference_outputs(payload: dict, seed: int, dev: object) -> list:
     """The reference library's argument buffers (numpy) after one call on the seeded arguments, computed once
     for the candidates of a kernel that follow one another: the unscheduled kernel is plain loops, and a
     video model's conv3d ran 3 s a call, once per candidate checked."""
@@ -228,7 +228,7 @@ def _reference_outputs(payload: dict, seed: int, dev: object) -> list:
     stat = os.stat(path)
     key = (path, stat.st_mtime_ns, stat.st_size, seed, json.dumps(payload["args_info"]))
     if key not in _REFERENCE_OUTPUTS or os.environ.get("SCHEDREC_ARG_FILL"):  # a probe's fill is not seeded
-        theirs = _random_args(payload["args_info"], seed, dev)
+        theirs = random_args(payload["args_info"], seed, dev)
         tvm.runtime.load_module(path)["main"](*theirs)
         _REFERENCE_OUTPUTS.clear()
         _REFERENCE_OUTPUTS[key] = [t.numpy() for t in theirs]
@@ -244,7 +244,7 @@ def _time(payload: dict) -> list[float]:
     lib, dev = _load(payload)
     if payload.get("reference_path"):  # a kernel that packs its weights is checked in its packing build
         _check(tvm.runtime.load_module(payload["check_path"]) if payload.get("check_path") else lib, payload, dev)
-    args = _random_args(payload.get("timing_args") or payload["args_info"], payload.get("seed", 0), dev)
+    args = random_args(payload.get("timing_args") or payload["args_info"], payload.get("seed", 0), dev)
     func = lib["main"]
     for _ in range(max(1, payload["warmup"])):
         func(*args)
@@ -280,7 +280,7 @@ def _crash(payload: dict) -> None:
     os.abort()
 
 
-_OPS = {"build": _build, "time": _time, "build_model": _build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "call": _call, "crash": _crash}
+_OPS = {"build": _build, "time": _time, "build_model": build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "call": _call, "crash": _crash}
 
 
 def serve(conn: object) -> None:

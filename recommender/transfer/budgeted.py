@@ -16,13 +16,13 @@ import statistics
 import time
 from pathlib import Path
 
-from ..bank import locked
-from ..fileio import atomic_write_json, atomic_write_text, display_path
-from ..kernels import Kernel
+from ..bank.store import locked
+from ..core.fileio import atomic_write_json, atomic_write_text, display_path
+from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..rows import CandidateRow
-from ..selection import KernelCandidates, Selector, ranked, split_budget
-from ..target import TargetSpec
+from ..core.rows import CandidateRow
+from .selection import KernelCandidates, Selector, ranked, split_budget
+from ..target.spec import TargetSpec
 from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
 from .kernel import FoundCandidates, find_candidates, measure_kernel
@@ -116,7 +116,7 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
           budget: int | None, per_kernel: int | None) -> dict[str, tuple[list[int], list[int]]]:
     """Per kernel, the indices (into its found candidates) to measure, best first; finished kernels are part
     of the split (from their rows) so a resumed run plans what the first one did."""
-    from training.dataset import read_source_kernels
+    from recommender.bank.sources import read_source_kernels
     source_flops = {key: k.flops for key, k in read_source_kernels(bank_dir).items()}
     kernels, order = [], {}
     for k in mr.kernels:
@@ -131,11 +131,11 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
         kernels.append(kc)
         order[k.name] = [index[i] for i in ranked(selector, kc)]
     counts = split_budget(kernels, budget=budget, per_kernel=per_kernel)
-    plan = {name: _take(order[name], counts[(mr.model.name, name)]) for name in order}
-    return {name: (p, _replacements(order[name], p)) for name, p in plan.items()}
+    plan = {name: take_planned(order[name], counts[(mr.model.name, name)]) for name in order}
+    return {name: (p, replacements(order[name], p)) for name, p in plan.items()}
 
 
-def _take(order: list[int], count: int) -> list[int]:
+def take_planned(order: list[int], count: int) -> list[int]:
     """The first `count` of a kernel's order; with no measurement, its top-1 is still checked (negative marks
     check-only: -(index + 1))."""
     if count > 0:
@@ -143,7 +143,7 @@ def _take(order: list[int], count: int) -> list[int]:
     return [-(order[0] + 1)] if order else []
 
 
-def _replacements(order: list[int], plan: list[int]) -> list[int]:
+def replacements(order: list[int], plan: list[int]) -> list[int]:
     """What replaces failed candidates of a plan: the next of the order, at most as many as the plan."""
     if not plan or plan[0] < 0:
         return []

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from ..bank import wait_while_paused
-from ..rows import CandidateRow
-from ..transfer_data import kernel_rows, rows_to_resume, write_rows
+from ..bank.store import wait_while_paused
+from ..core.rows import CandidateRow
+from ..core.row_files import kernel_rows, rows_to_resume, write_rows
 from .choice import KernelChoice
 
 T = TypeVar("T")

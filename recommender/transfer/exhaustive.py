@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bank import locked
-from ..fileio import atomic_write_json, display_path
+from ..bank.store import locked
+from ..core.fileio import atomic_write_json, display_path
 from ..measure import MeasureSettings, Measurer
-from ..target import TargetSpec
+from ..target.spec import TargetSpec
 from .choice import choice_from_rows
 from .driver import RowFile, drive
 from .kernel import transfer_kernel

@@ -4,32 +4,29 @@
 anchor op with another epilogue). `measure_kernel` measures the kernel's default version and the selected
 candidates, with every output checked against the unscheduled kernel, and chooses. Which candidates to
 measure is the caller's: all of them (exhaustive replay, the transfer matrix) or a selector's top-k
-(budgeted transfer, `recommender.selection`).
+(budgeted transfer, `recommender.transfer.selection`).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
 
-from ..candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
-from ..conv_rules import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
-from ..kernels import Kernel
+from .candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
+from ..rules import RULES, tile_rule_for
+from ..rules.conv import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
+from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..replay import apply_replayed, sample_isolated, tile_rules_isolated
-from ..rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
+from .replay import apply_replayed, sample_isolated, tile_rules_isolated
+from ..core.rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from .choice import KernelChoice, candidate_row, choose_rebuilt, kernel_match
 from .short_tune import short_tune
 
 
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
-LOOP_RULE = "(loop rule)"  # the source model of SAMPLED candidates built by recommender.loop_rules
-CONV_RULE = "(conv rule)"  # the source model of SAMPLED candidates built by recommender.conv_rules
-MATMUL_RULE = "(matmul rule)"  # ... by recommender.matmul_rules
-RULES = (LOOP_RULE, CONV_RULE, MATMUL_RULE)  # rule-built candidates: measured beside the default whatever the selection
-# kernel class prefix -> (the tile rule for it, the source model of its candidates)
-TILE_RULE_CLASSES = {"conv2d/": ("conv", CONV_RULE), "group_conv2d/": ("conv", CONV_RULE),
-                     "depthwise_conv2d/": ("conv", CONV_RULE), "conv3d/": ("conv", CONV_RULE),
-                     "matmul/": ("matmul", MATMUL_RULE), "batch_matmul/": ("matmul", MATMUL_RULE)}
+LOOP_RULE = RULES["loop"].source  # the source models of SAMPLED candidates built by recommender.rules
+CONV_RULE = RULES["conv"].source
+MATMUL_RULE = RULES["matmul"].source
+RULE_SOURCES = tuple(r.source for r in RULES.values())  # rule-built: measured beside the default whatever the selection
 
 
 @dataclass
@@ -111,20 +108,19 @@ def own_space_candidates(kernel: Kernel, measurer: Measurer, target: object, tun
 
 
 def tile_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
-    """The schedules of the tile rule of the kernel's class (TILE_RULE_CLASSES) as candidates (source the
-    rule's, match SAMPLED, rank the tile's index); none where no rule applies (a strided or grouped conv, a
-    matmul whose right operand is transposed, say)."""
-    rule = next((v for prefix, v in TILE_RULE_CLASSES.items() if kernel.class_key.startswith(prefix)), None)
+    """The schedules of the tile rule of the kernel's class (`recommender.rules.tile_rule_for`) as candidates
+    (source the rule's, match SAMPLED, rank the tile's index); none where no rule applies (a strided or
+    grouped conv, a matmul whose right operand is transposed, say)."""
+    rule = tile_rule_for(kernel.class_key)
     if rule is None:
         return []
-    name, source = rule
-    return [Candidate(SourceSchedule(source, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
+    return [Candidate(SourceSchedule(rule.source, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
                                      match=SAMPLED), r, OK)
-            for i, r in enumerate(tile_rules_isolated(measurer, kernel.mod, name))]
+            for i, r in enumerate(tile_rules_isolated(measurer, kernel.mod, rule.name))]
 
 
 def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
-    """The kernel's own schedules as candidates: those of `recommender.loop_rules` (source LOOP_RULE), then up
+    """The kernel's own schedules as candidates: those of `recommender.rules.loop` (source LOOP_RULE), then up
     to `n` design-space samples (source DESIGN_SPACE); source kernel the kernel itself, rank the rule's or
     draw's index."""
     rules, drawn = sample_isolated(measurer, kernel.mod, n, rules=True)
@@ -149,7 +145,7 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
     if measure_default:
-        picked = picked + [i for i in found.valid if found.candidates[i].source.model in RULES and i not in picked]
+        picked = picked + [i for i in found.valid if found.candidates[i].source.model in RULE_SOURCES and i not in picked]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
     default = results.pop(0) if measure_default else None

@@ -16,13 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..bank import BankError, locked, wait_while_paused
-from ..candidates import BankIndex
-from ..fileio import atomic_write_json, display_path, read_json
-from ..kernels import kernel_from_mod
+from ..bank.store import locked, wait_while_paused
+from ..core.errors import BankError
+from .candidates import BankIndex
+from ..core.fileio import atomic_write_json, display_path, read_json
+from ..frontend.kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
-from ..target import TargetSpec
-from ..transfer_data import read_rows, summarize
+from ..target.spec import TargetSpec
+from ..core.row_files import read_rows, summarize
 from .driver import RowFile, drive
 from .kernel import find_candidates, measure_kernel, transfer_kernel
 
@@ -40,7 +41,7 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
     Kernels with a candidate whose status is in `remeasure` are measured again. With `add_donors`, finished
     kernels whose donors lack bank models added since get those models' candidates measured and added."""
-    from ..tvm_setup import load_tensor_intrinsics
+    from ..core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
     index = BankIndex(bank_dir)

@@ -6,17 +6,17 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..bank import BankError
-from ..candidates import BankIndex
-from ..fileio import atomic_write_json, read_json
-from ..kernels import Kernel, extract_kernels
+from ..core.errors import BankError
+from .candidates import BankIndex
+from ..core.fileio import atomic_write_json, read_json
+from ..frontend.kernels import Kernel, extract_kernels
 from ..measure import Measurer, MeasureSettings
-from ..model_import import ImportedModel, import_model
-from ..rows import ANCHOR, CLASS, SAMPLED
-from ..target import TargetSpec
+from ..frontend.model_import import ImportedModel, import_model
+from ..core.rows import ANCHOR, CLASS, SAMPLED
+from ..target.spec import TargetSpec
 from .choice import KernelChoice
 from .database import write_database
-from .kernel import RULES
+from .kernel import RULE_SOURCES
 from .short_tune import SHORT_TUNE
 
 
@@ -38,8 +38,8 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
                pack_weights: bool = False) -> ModelRun:
     """Import the model (its weights marked layout-free with `pack_weights`), extract its kernels and read
     the bank; the model's own records are never donors. Which CPU the bank was measured on is the caller's
-    to say (`candidates.bank_warnings`; the CLI says it once, with the bank's choice)."""
-    from ..tvm_setup import load_tensor_intrinsics
+    to say (`bank.info.bank_warnings`; the CLI says it once, with the bank's choice)."""
+    from ..core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
     t0 = time.perf_counter()
@@ -131,11 +131,11 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
                                                                          for r in c.rows)),
         # donors replayed but none of those measured beat the default: design-space samples were measured too
         "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED and any(
-            r.match == SAMPLED and r.source_model not in RULES for r in c.rows)),
-        # kernels whose chosen schedule a rule built (recommender.loop_rules, recommender.conv_rules)
-        "kernels_chosen_rule": sum(1 for c in choices if c.chosen and c.chosen.get("source_model") in RULES),
+            r.match == SAMPLED and r.source_model not in RULE_SOURCES for r in c.rows)),
+        # kernels whose chosen schedule a rule built (recommender.rules.loop, recommender.rules.conv)
+        "kernels_chosen_rule": sum(1 for c in choices if c.chosen and c.chosen.get("source_model") in RULE_SOURCES),
         "flop_share_chosen_rule": round(sum(c.kernel.total_flops for c in choices if c.chosen
-                                            and c.chosen.get("source_model") in RULES) / flops, 4) if flops else 0.0,
+                                            and c.chosen.get("source_model") in RULE_SOURCES) / flops, 4) if flops else 0.0,
         "flop_coverage_transferred": transferred / flops if flops else 0.0,
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,

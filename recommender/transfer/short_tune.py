@@ -14,10 +14,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from ..candidates import SourceSchedule
-from ..kernels import Kernel
+from .candidates import SourceSchedule
+from ..frontend.kernels import Kernel
 from ..measure import Measurer
-from ..rows import SAMPLED
+from ..core.rows import SAMPLED
 
 SHORT_TUNE = "(short tune)"  # the source model of a short search's candidates
 MIN_FLOP_SHARE = 0.01  # the kernels worth a search: as the bank tunes those holding 1% of the model's FLOPs
@@ -33,8 +33,8 @@ def short_tune(kernel: Kernel, measurer: Measurer, target: object, trials: int, 
     first, as sources (model SHORT_TUNE, match SAMPLED). Empty if nothing valid was found."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..bank_tune import _quiet_metaschedule, search_kernel
-    _quiet_metaschedule()
+    from ..bank.tune import quiet_metaschedule, search_kernel
+    quiet_metaschedule()
     with tempfile.TemporaryDirectory(prefix="schedrec-short-tune-") as work:
         # a stop signal in the search ends the process; the kernels finished before are saved
         search_kernel(kernel, target, measurer, work, ms.database.JSONDatabase(work_dir=work), trials,
@@ -64,6 +64,6 @@ def trials_per_kernel(kernels: list[Kernel], trials: int) -> dict[str, int]:
     """`trials` for each kernel holding at least MIN_FLOP_SHARE of the model's FLOPs (MIN_DENSE_FLOP_SHARE for
     a conv or matmul), 0 for the others (a search where no donor replays is worth it there; small kernels do
     well with random samples)."""
-    from ..kernels import flop_shares
+    from ..frontend.kernels import flop_shares
     return {k.name: trials if share >= (MIN_DENSE_FLOP_SHARE if k.kind in DENSE_KINDS else MIN_FLOP_SHARE) else 0
             for k, share in zip(kernels, flop_shares(kernels))}

@@ -1,4 +1,5 @@
-"""Rankers: one interface (`base.Ranker`), learned models and baselines as implementations of it."""
+"""Rankers: one interface (`base.Ranker`), learned models and baselines as implementations of it; the
+name -> class table is `training.registry`."""
 from __future__ import annotations
 
 from .base import Ranker, RankerError
@@ -6,19 +7,4 @@ from .baselines import RandomRanker, TransferTuningHeuristic
 from .lgbm import LGBMRanker
 from .tlp import TLPRanker
 
-LEARNED = ("lgbm", "tlp")
-BASELINES = ("random", "heuristic", "xgb_per_store")
-
-
-def ranker_class(name: str) -> type[Ranker]:
-    if name == "xgb_per_store":
-        from .xgb_per_store import XGBPerStoreRanker
-        return XGBPerStoreRanker
-    classes = {c.name: c for c in (LGBMRanker, TLPRanker, RandomRanker, TransferTuningHeuristic)}
-    if name not in classes:
-        raise RankerError(f"unknown ranker {name!r}; known: {', '.join(LEARNED + BASELINES)}")
-    return classes[name]
-
-
-__all__ = ["Ranker", "RankerError", "LGBMRanker", "TLPRanker", "RandomRanker", "TransferTuningHeuristic",
-           "ranker_class", "LEARNED", "BASELINES"]
+__all__ = ["Ranker", "RankerError", "LGBMRanker", "TLPRanker", "RandomRanker", "TransferTuningHeuristic"]

@@ -14,8 +14,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from recommender.errors import SchedrecError
-from recommender.fileio import atomic_write_json
+from recommender.core.errors import SchedrecError
+from recommender.core.fileio import atomic_write_json
 
 META_FILE = "meta.json"
 
@@ -97,7 +97,7 @@ class Ranker:
     @classmethod
     def load(cls, folder: str | Path, feature_version: str | None = None, data_hash: str | None = None) -> "Ranker":
         """Load a saved ranker; refuses one saved for another feature version (or data, when given)."""
-        from recommender.fileio import read_json
+        from recommender.core.fileio import read_json
         folder = Path(folder)
         meta = read_json(folder / META_FILE, hint="train the ranker again", error=RankerError)
         if not isinstance(meta, dict) or meta.get("ranker") != cls.name:

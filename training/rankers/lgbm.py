@@ -59,7 +59,7 @@ class LGBMRanker(Ranker):
         return np.mean([b.predict(X) for b in self.boosters_], axis=0)
 
     def _save_model(self, folder: Path) -> None:
-        from recommender.fileio import gzip_writer, replacing
+        from recommender.core.fileio import gzip_writer, replacing
         for i, b in enumerate(self.boosters_):  # LightGBM's text format, gzipped (a fifth of the size)
             with replacing(str(folder / f"model{i}.txt.gz")) as tmp, gzip_writer(tmp, text=True) as f:
                 f.write(b.model_to_string())

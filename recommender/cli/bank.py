@@ -1,0 +1,106 @@
+"""`schedrec bank tune | import | info`: the bank of tuning records."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..core.errors import SchedrecError
+from . import options
+from .output import own_folder, print_table
+
+
+def cmd_bank_tune(args: argparse.Namespace) -> int:
+    """Tune models into the bank with MetaSchedule through the schedrec measurer (resumable)."""
+    from ..bank.tune import tune_model
+    from ..measure import MeasureSettings
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
+                               build_workers=args.build_workers, fast_math=not args.exact_math)
+    bank_dir = own_folder(args, target.key, "reference" if args.reference else "bank")
+    specs = options.names_list(args.models)
+    if not specs:
+        raise SchedrecError("--models is empty: give a comma-separated list such as zoo:resnet18,zoo:bert_base")
+    for spec in specs:
+        meta = tune_model(spec, target, bank_dir, args.trials_per_task, args.min_share, settings,
+                          trials_per_iter=args.trials_per_iter, population_size=args.population_size)
+        print(f"{meta['model']}: done in {meta['last_run']['seconds']:.0f} s -> {bank_dir / meta['model']}")
+    return 0
+
+
+def cmd_bank_import(args: argparse.Namespace) -> int:
+    """Add an existing MetaSchedule work dir to the bank."""
+    from ..bank.info import import_workdir
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    s = import_workdir(Path(args.work_dir), own_folder(args, target.key), args.name, target.key, target.config)
+    print(f"imported {s['model']}: {s['workloads']} workloads, {s['records']} records ({s['valid_records']} valid)")
+    return 0
+
+
+def cmd_bank_info(args: argparse.Namespace) -> int:
+    """Print the bank's models, kernels, classes, records and best latencies."""
+    from ..bank.info import bank_summary
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    dirs = [own_folder(args, target.key)] if args.bank else [own_folder(args, target.key, kind)
+                                                             for kind in ("bank", "reference")]
+    found = False
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        rows = bank_summary(d)
+        found = True
+        print(f"{d} ({len(rows)} models)")
+        print_table([[r["model"], r["target_key"], str(r["kernels"]), f"{r['done_kernels']}/{r['tuned_kernels']}",
+                      str(r["classes"]), str(r["records"]), str(r["valid_records"]),
+                      f"{r['tuned_kernels_latency_ms']:.2f}", f"{r['tuning_hours']:.2f}"] for r in rows],
+                    ["model", "target", "kernels", "tuned", "classes", "records", "valid",
+                     "tuned kernels ms", "hours"])
+        for r in rows:
+            if r["target_key"] != target.key:
+                print(f"warning: {r['model']} was measured on {r['target_key']}, not on {target.key}: "
+                      f"its latencies and rankings do not carry over", file=sys.stderr)
+    if not found:
+        raise SchedrecError(f"no bank for {target.key} under {dirs[0].parent}; "
+                            f"tune one with `schedrec bank tune` or pass --bank DIR")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
+                       description="The bank: per target, MetaSchedule tuning records of the models tuned there.")
+    bsub = b.add_subparsers(dest="bank_command", metavar="BANK_COMMAND", required=True, parser_class=options.Parser)
+
+    bt = bsub.add_parser("tune", help=cmd_bank_tune.__doc__, description=cmd_bank_tune.__doc__)
+    options.models(bt, "comma-separated model specs, e.g. zoo:resnet18,zoo:bert_base", required=True)
+    options.target(bt)
+    options.bank(bt)
+    bt.add_argument("--reference", action="store_true",
+                    help="write to models/<target-key>/reference (long 'full tuning' runs) instead of the bank")
+    bt.add_argument("--trials-per-task", type=options.positive_int, default=64, help="measured trials per kernel (64)")
+    bt.add_argument("--trials-per-iter", type=options.positive_int, default=32,
+                    help="candidates per evolutionary-search round (32)")
+    bt.add_argument("--population-size", type=options.positive_int, default=256,
+                    help="evolutionary-search population: schedules sampled and evolved per round (256)")
+    bt.add_argument("--min-share", type=options.share, default=0.01,
+                    help="tune kernels holding at least this share of the model's FLOPs (0.01)")
+    bt.add_argument("--runner", default="local", help="local, or rpc://HOST:PORT/KEY for a remote board")
+    options.repeat(bt)
+    bt.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
+    bt.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
+    options.exact_math(bt)
+    bt.set_defaults(func=cmd_bank_tune)
+
+    bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
+    bi.add_argument("work_dir", metavar="DIR", help="a MetaSchedule work dir with its two database files")
+    bi.add_argument("--name", required=True, help="the model name to file it under")
+    options.target(bi)
+    options.bank(bi)
+    bi.set_defaults(func=cmd_bank_import)
+
+    bn = bsub.add_parser("info", help=cmd_bank_info.__doc__, description=cmd_bank_info.__doc__)
+    options.target(bn)
+    options.bank(bn)
+    bn.set_defaults(func=cmd_bank_info)

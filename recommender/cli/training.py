@@ -1,0 +1,70 @@
+"""`schedrec train | evaluate`: the target's rankers, fitted and scored on its transfer matrix."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import options
+
+
+def target_folder(args: argparse.Namespace) -> Path:
+    """models/<key>/ for --target-key, or for the --target's key (the host CPU by default)."""
+    from ..target.folders import target_dir
+    if args.target_key:
+        return target_dir(args.target_key)
+    from ..target.spec import parse_target
+    return target_dir(parse_target(args.target).key)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/."""
+    from training.train import train
+    train(target_folder(args), args.ranker, bank_records=not args.no_bank_records)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Leave-one-model-out evaluation of rankers and baselines on the target's transfer matrix."""
+    from training.evaluate import format_table, per_model_table
+    from training.train import evaluate
+    folder = target_folder(args)
+    names = args.ranker or ["lgbm", "tlp", "heuristic", "random"] + (
+        ["xgb_per_store"] if (folder / "features" / "per_store.npz").exists() else [])
+    result = evaluate(folder, names, models=list(options.names_list(args.models)) or None,
+                      fractions=args.learning_curve or (), bank_records=not args.no_bank_records)
+    print(format_table(result["lomo"], f"Leave-one-model-out, pooled over held-out bank kernels "
+                                       f"(measured on {folder.name})"))
+    print()
+    print(per_model_table(result["lomo"]))
+    if result.get("heldout", {}).get("rankers"):
+        print()
+        print(format_table({"rankers": {n: dict(r, seconds=0.0) for n, r in result["heldout"]["rankers"].items()}},
+                           f"Zoo models outside the bank ({', '.join(result['heldout']['models'])}), rankers "
+                           f"trained on the whole matrix"))
+    if "noise_ceiling" in result:
+        nc = result["noise_ceiling"]
+        for part, words in (("matrix_to_a", "ranked by the matrix's measurement, scored by a new one"),
+                            ("a_to_b", "ranked by one new measurement, scored by the next")):
+            c = nc[part]
+            print(f"label-noise ceiling, {words} ({nc['kernels']} kernels): top1 {c['top1']}, top3 {c['top3']}, "
+                  f"top5 {c['top5']}")
+    print(f"\n{result['seconds']} s; written to {folder / 'rankers' / 'evaluation.json'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser("train", help=cmd_train.__doc__, description=cmd_train.__doc__)
+    options.target_key(tr)
+    options.rankers(tr, ["lgbm", "tlp"], "lgbm, tlp, all (both), or a comma-separated list with baselines (default: all)")
+    options.bank_records(tr)
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("evaluate", help=cmd_evaluate.__doc__, description=cmd_evaluate.__doc__)
+    options.target_key(ev)
+    options.rankers(ev, None, "rankers and baselines to compare (default: lgbm,tlp,heuristic,random, and "
+                              "xgb_per_store when its features exist)")
+    options.models(ev, "only these held-out bank models (comma-separated)")
+    ev.add_argument("--learning-curve", type=options.fractions, metavar="F[,F]",
+                    help="also score with these shares of the training kernels, e.g. 0.25,0.5,1")
+    options.bank_records(ev)
+    ev.set_defaults(func=cmd_evaluate)

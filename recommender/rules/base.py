@@ -1,0 +1,44 @@
+"""The interface every schedule rule implements, in the shape of MetaSchedule's ScheduleRule: a rule proposes
+schedules of a kernel, the measurer disposes.
+
+A rule lists its instances for a kernel: each is one TIR schedule (before postprocessing) with the knob
+values that made it (a register tile, a loop placement), so a rule's choices can be enumerated, recorded
+beside the candidate and compared. `recommender.rules.RULES` maps each rule's name to its one instance.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class RuleInstance:
+    """One schedule a rule built for a kernel: `knobs` are the values that chose it (JSON-able)."""
+
+    rule: str
+    knobs: dict = field(default_factory=dict)
+    schedule: object = None  # tvm.s_tir.Schedule, before postprocessing
+
+
+class ScheduleRule(ABC):
+    """A family of hand-written schedules. Subclasses set `name` (the registry key), `source` (the source
+    model of their candidates in rows and reports) and `classes` (the kernel class prefixes they apply to;
+    empty: any kernel without a donor), and implement `instances`."""
+
+    name: ClassVar[str]
+    source: ClassVar[str]
+    classes: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
+        """The rule's schedules of the one-kernel module `mod` for a target with `lanes` float32 lanes, each
+        with its knob values; [] where the rule does not apply."""
+
+    def applies_to(self, class_key: str) -> bool:
+        """Whether kernels of this class get the rule's instances beside their donors."""
+        return any(class_key.startswith(prefix) for prefix in self.classes)
+
+    def schedules(self, mod: object, lanes: int = 8) -> list[object]:
+        """The instances' schedules alone."""
+        return [i.schedule for i in self.instances(mod, lanes)]

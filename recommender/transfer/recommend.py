@@ -1,0 +1,52 @@
+"""A target's recommender, loaded for use: the featurizer (with the bank's source kernels) and a trained
+ranker from `models/<key>/rankers/<name>/`, wrapped as a `selection.Ranked` selector."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.registry import SELECTORS, featurize_for, ranker_class
+
+from ..core.errors import SchedrecError
+from ..core.fileio import display_path
+from .selection import RandomK, Ranked, Selector
+
+if TYPE_CHECKING:
+    from training.train import TargetData
+
+
+def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 0) -> Selector:
+    """`random` (seeded), or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>`
+    and refused if they were trained on another feature version."""
+    if name == "random":
+        return RandomK(seed)
+    if name not in SELECTORS:
+        raise SchedrecError(f"unknown selector {name!r}; one of {', '.join(SELECTORS)}")
+    from featurize.candidate_features import Featurizer
+    from featurize.trace_tokens import Vocabulary
+    from recommender.bank.sources import read_source_kernels
+    featurizer = Featurizer(Vocabulary.load(), read_source_kernels(bank_dir))
+    cls = ranker_class(name)
+    if cls.needs_fit:
+        folder = Path(recommender_dir) / "rankers" / name
+        if not (folder / "meta.json").exists():
+            raise SchedrecError(f"no trained {name} ranker in {display_path(folder)}: train one with "
+                                f"`schedrec train --target-key {Path(recommender_dir).name} --ranker {name}`")
+        ranker = cls.load(folder, feature_version=featurizer.version)
+    else:
+        ranker = cls()
+    return Ranked(ranker, featurize_for(featurizer, cls.feature_set))
+
+
+def leave_out_selector(data: TargetData, model: str, name: str = "lgbm") -> Ranked:
+    """The recommender a model would get if it were new: ranker `name` fitted on every matrix row (and bank
+    record) that neither targets `model` nor comes from it, wrapped as a transfer selector."""
+    from training.dataset import leave_model_out, trainable
+    from training.evaluate import fit_ranker
+    rows = leave_model_out(data.rows, model)[0]
+    if ranker_class(name).uses_extra_groups:
+        rows += leave_model_out(data.extra, model)[0]
+    ranker = fit_ranker(name, trainable(rows), data.table)
+    selector = Ranked(ranker, featurize_for(data.featurizer, ranker.feature_set))
+    selector.name = f"{name} (trained without {model})"
+    return selector

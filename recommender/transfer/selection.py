@@ -1,0 +1,133 @@
+"""Which candidates to measure: selectors and the split of a measurement budget across kernels.
+
+A selector orders one kernel's replayed candidates, best first; it reads rows and features, never TVM
+objects, so the same code scores offline against the measured matrix and runs online unchanged.
+- `MeasureAll`: the order candidates came in (exhaustive replay measures them all);
+- `RandomK`: a seeded random order (what measuring k arbitrary candidates gets);
+- `Ranked`: a trained ranker's order, with candidates known to fail (featurize.validity) last;
+- `ranked(selector, kernel)`: what callers use; design-space samples keep their draw order.
+
+`split_budget` gives each kernel its number of measurements: every kernel with candidates gets its top-1
+while the budget allows, in order of expected gain; the rest goes one measurement at a time to the kernel
+with the largest expected gain of one more, where the k-th measurement of a kernel is worth its gain / k.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import heapq
+import random
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from featurize.validity import demote_known_failures
+
+from ..core.rows import SAMPLED, CandidateRow
+
+
+@dataclass(frozen=True)
+class KernelCandidates:
+    """One target kernel's replayed candidates (not yet measured), with what the budget split needs."""
+
+    key: tuple[str, str]
+    rows: tuple[CandidateRow, ...]
+    weight: int = 1
+    gain: float = 1.0  # expected gain of measuring here: weight x predicted room over the default (seconds)
+
+
+class Selector(Protocol):
+    name: str
+
+    def order(self, kernel: KernelCandidates) -> list[int]:
+        """Indices into kernel.rows, the candidate to measure first first."""
+
+
+class MeasureAll:
+    name = "all"
+
+    def order(self, kernel: KernelCandidates) -> list[int]:
+        return list(range(len(kernel.rows)))
+
+
+class RandomK:
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def order(self, kernel: KernelCandidates) -> list[int]:
+        idx = list(range(len(kernel.rows)))
+        random.Random(f"{self.seed}/{kernel.key}").shuffle(idx)
+        return idx
+
+
+class Ranked:
+    """A trained ranker's order. `featurize(rows) -> X` is the featurizer method the ranker was fitted on."""
+
+    def __init__(self, ranker: object, featurize, validity: bool = True) -> None:
+        self.ranker = ranker
+        self.featurize = featurize
+        self.validity = validity
+        self.name = getattr(ranker, "name", "ranked")
+        self.seconds = {"featurize": 0.0, "predict": 0.0}  # accumulated over calls
+
+    def scores(self, kernel: KernelCandidates) -> np.ndarray:
+        rows = list(kernel.rows)
+        t0 = time.perf_counter()
+        X = self.featurize(rows)
+        t1 = time.perf_counter()
+        s = self.ranker.predict(X, np.asarray([len(rows)]))
+        s = demote_known_failures(rows, s) if self.validity else s
+        self.seconds["featurize"] += t1 - t0
+        self.seconds["predict"] += time.perf_counter() - t1
+        return s
+
+    def order(self, kernel: KernelCandidates) -> list[int]:
+        if not kernel.rows:
+            return []
+        return [int(i) for i in np.argsort(-self.scores(kernel), kind="stable")]
+
+
+def ranked(selector: Selector, kernel: KernelCandidates) -> list[int]:
+    """The selector's order of a kernel's candidates; design-space samples (match SAMPLED: the fallback where
+    no donor replays or none beat the default) come after the donors' in draw order: no ranker was trained on
+    them."""
+    donors = [i for i, r in enumerate(kernel.rows) if r.match != SAMPLED]
+    drawn = [i for i, r in enumerate(kernel.rows) if r.match == SAMPLED]
+    if not donors:
+        return drawn
+    if drawn:
+        kernel = dataclasses.replace(kernel, rows=tuple(kernel.rows[i] for i in donors))
+    return [donors[i] for i in selector.order(kernel)] + drawn
+
+
+def split_budget(kernels: Sequence[KernelCandidates], budget: int | None = None,
+                 per_kernel: int | None = None) -> dict[tuple[str, str], int]:
+    """Measurements per kernel: `per_kernel` each (capped by its candidates), or a total `budget` split
+    by expected gain. Exactly one of the two is given; 0 measures nothing."""
+    if (budget is None) == (per_kernel is None):
+        raise ValueError("give a total budget or a per-kernel budget, not both or neither")
+    if per_kernel is not None:
+        return {k.key: min(per_kernel, len(k.rows)) for k in kernels}
+    counts = {k.key: 0 for k in kernels}
+    left = budget
+    with_cands = sorted((k for k in kernels if k.rows), key=lambda k: -k.gain)
+    for k in with_cands:  # everyone's top-1 first, largest gain first
+        if left <= 0:
+            return counts
+        counts[k.key] = 1
+        left -= 1
+    heap = [(-k.gain / 2, i) for i, k in enumerate(with_cands) if len(k.rows) > 1]
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        _, i = heapq.heappop(heap)
+        k = with_cands[i]
+        counts[k.key] += 1
+        left -= 1
+        n = counts[k.key]
+        if n < len(k.rows):
+            heapq.heappush(heap, (-k.gain / (n + 1), i))
+    return counts
