@@ -30,7 +30,7 @@ def pointwise_convs(model: str, target: object, count: int) -> list:
     from recommender.frontend.model_import import import_model
     kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", target), target)
                if k.class_key.startswith("conv2d/") and cr.conv_output(k.mod)]
-    return [k for k in kernels if cr.block_extents(k.mod, cr._conv_block)[5:] == [1, 1]][:count]
+    return [k for k in kernels if (cr.conv_extents(k.mod) or [])[5:] == [1, 1]][:count]
 
 
 def both_ways(kernel: object, target: object, lanes: int) -> tuple[list, list, list]:

@@ -9,7 +9,7 @@ Writes <folder>/retime.json. Keep the machine otherwise idle.
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import statistics
 import sys
 import time
@@ -25,7 +25,6 @@ def main() -> None:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    import tvm
 
     from recommender.measure import MeasureSettings, Measurer
     from recommender.frontend.model_import import import_model
@@ -33,26 +32,22 @@ def main() -> None:
     data = read_json(a.folder / "compare.json")
     target = TargetSpec(data["target"])
     model = import_model(data["spec"], target.tvm())
-    inputs = [[list(s), d] for s, d in zip(model.input_shapes, model.input_dtypes)]
+    inputs = list(zip(model.input_shapes, model.input_dtypes))
     dbs = sorted(p for p in (a.folder / "db").iterdir() if (p / "database_tuning_record.json").exists())
     settings = MeasureSettings(repeat=7, min_repeat_ms=200)
     times: dict[str, list[float]] = {p.name: [] for p in dbs}
-    with Measurer(target.config, settings) as m:
+    with Measurer(target.config, settings) as m, contextlib.ExitStack() as libraries:
         libs = {}
         for p in dbs:  # build once per method (the timing below is what varies)
-            path = m._artifact_path()
-            m._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(model.mod), "target": target.config,
-                                                "out_path": path, "database_dir": str(p)}, 1800.0)
-            libs[p.name] = path
+            built = libraries.enter_context(m.model_library(model.mod, str(p)))
+            if built.path is None:
+                raise SystemExit(f"{p.name}: the model did not build ({built.status}: {built.error})")
+            libs[p.name] = built.path
         t0 = time.time()
         for r in range(a.rounds):
             for name, path in libs.items():
-                res = m._timed("time_model", {"lib_path": path, "args_info": inputs, "warmup": 1, "number": 1,
-                                              "repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms}, 600.0)
-                times[name].append(res.median)
+                times[name].append(m.time_model_library(path, inputs, settings).median)
             print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1] * 1e3:.1f}" for n, t in times.items()), flush=True)
-        for path in libs.values():
-            os.remove(path)
     out = {"model": data["model"], "target_key": data["target_key"], "rounds": a.rounds,
            "seconds": round(time.time() - t0, 1),
            "methods": {n: {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t),

@@ -2,8 +2,9 @@
 
 Each break is one textual edit of the source (the exact old text must occur once); the file is restored
 after its tests ran, also on Ctrl-C. A break whose tests still pass is MISSED: that test guards nothing.
-Writes tests/break_once.json (target, date, per break: the tests run, caught or not, seconds), which the
-README's test section is generated from.
+Writes tests/break_once.json: per break, the tests run, caught or not, seconds, and the commit, date and
+target it was last checked at (a run of some breaks keeps the others' last results, each with its own
+commit); the README's test section is generated from it.
 
     python scripts/break_once.py            # every break (about 15 minutes on 2 cores)
     python scripts/break_once.py --only pause,locks
@@ -192,6 +193,13 @@ def run_break(b: Break, timeout_s: int) -> dict:
             "summary": tail[0], "caught": caught, "seconds": round(time.monotonic() - t0, 1)}
 
 
+def checked_at() -> str:
+    """The commit the breaks run on: HEAD's short hash, with "+changes" where tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=ROOT).returncode != 0
+    return (head.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated break names (default: all)")
@@ -205,14 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from recommender.target.spec import native_target
     results = []
+    stamp = {"commit": checked_at(), "date": datetime.date.today().isoformat(), "target_key": native_target().key}
     for b in chosen:
-        r = run_break(b, a.timeout)
+        r = run_break(b, a.timeout) | stamp
         results.append(r)
         print(f"{'caught' if r['caught'] else 'MISSED'}  {b.name:20s} {r['seconds']:6.1f} s  {r['summary']}", flush=True)
     if not a.no_write:
         previous = json.loads(OUT.read_text())["breaks"] if OUT.exists() else []
         merged = {r["name"]: r for r in previous} | {r["name"]: r for r in results}
-        OUT.write_text(json.dumps({"target_key": native_target().key, "date": datetime.date.today().isoformat(),
+        OUT.write_text(json.dumps({"target_key": stamp["target_key"], "date": stamp["date"],
                                    "breaks": [merged[b.name] for b in BREAKS if b.name in merged]}, indent=1) + "\n")
     missed = [r["name"] for r in results if not r["caught"]]
     print(f"{len(results) - len(missed)} of {len(results)} breaks caught" + (f"; missed: {', '.join(missed)}" if missed else ""))

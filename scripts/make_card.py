@@ -97,7 +97,7 @@ def main() -> None:
                   f"{_k(lat)} candidates per kernel measured, design-space samples where no donor replays; "
                   "*plain loops* is the share of its kernel time in kernels that kept TVM's default code (no "
                   "candidate beat it, or none compiled), and *search* its search time. "
-                  f"{_heldout_text(lat)}{_timing(lat)} {_measured_with(lat, target)}", ""]
+                  f"{heldout_text(lat)}{rankers_text(lat)}{_timing(lat)} {_measured_with(lat, target)}", ""]
         lines += latency_table(lat, coverage)
         lines += ["", latency_summary(lat)]
         lines.append("")
@@ -128,17 +128,36 @@ def latency_table(lat: dict, coverage: dict[str, str]) -> list[str]:
     return lines + ([""] + caveats if caveats else [])
 
 
-def _heldout_text(lat: dict) -> str:
+def heldout_text(lat: dict) -> str:
     """The sentence on held-out rows (zoo models in neither the bank nor the references), where there are any."""
     held = [n for n, r in lat.items() if r.get("kind") == "held-out"]
     if not held:
         return ""
-    borrowed = sorted({s for n in held if " shipped for " in (s := lat[n].get("schedrec", {}).get("selector", ""))})
-    ranked = ("ranked by the target's shipped lgbm" if not borrowed else
-              f"ranked by the {' and the '.join(borrowed)}, since this target had no rankers of its own then")
     return (f"*held-out* rows ({', '.join(held)}) are zoo models in neither the bank nor the references: they have "
-            f"no own records, and schedrec transfers to them from the whole bank, {ranked} "
+            "no own records, and schedrec transfers to them from the whole bank "
             "(`python scripts/latency_table.py --heldout MODEL`). ")
+
+
+def ranker_used(selector: str) -> str:
+    """A row's selector as the card names it: which lgbm, fitted on which target's matrix."""
+    if " shipped for " in selector:
+        return "the lgbm " + selector.split(" ", 1)[1]
+    if "(trained without " in selector:
+        where = selector.split(") on ", 1)[1] if ") on " in selector else "this target's matrix"
+        return f"lgbm fitted without the row's model on {where}"
+    return "this target's shipped lgbm" if selector == "lgbm" else selector
+
+
+def rankers_text(lat: dict) -> str:
+    """Which ranker ranked each row's candidates (from the rows' recorded selector), grouped."""
+    groups: dict[str, list[str]] = {}
+    for name, r in lat.items():
+        selector = (r.get("schedrec") or {}).get("selector")
+        if selector:
+            groups.setdefault(ranker_used(selector), []).append(name)
+    if not groups:
+        return ""
+    return ("Rankers used: " + "; ".join(f"{used} ({', '.join(names)})" for used, names in groups.items()) + ". ")
 
 
 def _timing(lat: dict) -> str:

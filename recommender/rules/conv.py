@@ -61,13 +61,10 @@ DEPTHWISE_SHAPES = {lanes: ((1, 8), (1, 7), (1, 4), (1, 2), (1, 1)) for lanes in
 # (channels, vectors) of a flat tile, preferred first: a conv whose output map is at most half a vector wide (7x7
 # with AVX-512's 16 lanes: 7-wide vectors fill 44% of each register), or of stride 2, computed over the map's
 # positions flattened and padded up to whole vectors (49 -> 64: 77%), its input gathered into one row per input
-# channel and filter tap (im2col; the padding and the stride resolved there) and the output cropped. On the 8
-# heaviest 7x7 1x1 convs of mnasnet1_0, resnet50 and mobilenet_v2 (llvm-znver4-2c) a flat tile was the fastest
-# tile on 5, e.g. 147.5 against 110.4 GFLOP/s for the latency run's best on mnasnet1_0's 192 -> 1152, and
-# resnet50's 2048 -> 512 at 84.3 where column tiles reached 31-34 (benchmarks/results/llvm-znver4-2c/
-# conv_rules.flat-pointwise.md). Gathered, on resnet50's seven convs onto 7x7 maps or (stride 2) onto 14x14, a flat
-# tile beat every column tile, e.g. 99.2 against 50.2 GFLOP/s on its 512 -> 512 3x3 conv at 7x7 and 109.1
-# against 60.3 on its 1024 -> 2048 stride-2 1x1 conv (conv_rules.flat.md, a noisy hour: compare within a row).
+# channel and filter tap (im2col; the padding and the stride resolved there) and the output cropped. Gathered,
+# on resnet50's seven convs onto 7x7 maps or (stride 2) onto 14x14, a flat tile beat every column tile, e.g.
+# 99.2 against 50.2 GFLOP/s on its 512 -> 512 3x3 conv at 7x7 and 109.1 against 60.3 on its 1024 -> 2048
+# stride-2 1x1 conv (benchmarks/results/llvm-znver4-2c/conv_rules.flat.json, a noisy hour: compare within a row).
 # AVX2's 8 lanes fit 7 columns well: none there
 FLAT_SHAPES = {8: (), 16: ((16, 1), (8, 2), (4, 4))}
 FLAT_TILES = 3  # the first this many FLAT_SHAPES that divide the channels
@@ -181,7 +178,7 @@ def flat_fits(mod: object, lanes: int) -> bool:
     Where no column tile fits, flat tiles are the rule's only tiles: on torchvision inception_v3's ten heaviest
     convs (17x17 maps, and 71x71), llvm-znver4-2c, the best flat tile reached 76-165 GFLOP/s against 16-70 for
     the schedule its transfer had chosen (out of vgg16's donors), even over 71x71's 5041 positions."""
-    extents = block_extents(mod, _conv_block)
+    extents = conv_extents(mod)
     if not FLAT_SHAPES.get(lanes) or extents is None or len(extents) != 7 or _groups(mod) != 1:
         return False
     widths = column_widths(extents[3], lanes)
@@ -197,11 +194,17 @@ def is_stride_2(mod: object) -> bool:
     return conv is not None and _column_stride(sch.get(conv)) == 2
 
 
+def conv_extents(mod: object) -> list[int] | None:
+    """The loop extents of the kernel's conv block (n, c, [d,] h, w, rc, [rd,] ry, rx), None where the kernel is
+    not a conv the rule applies to."""
+    return block_extents(mod, _conv_block)
+
+
 def conv_output(mod: object) -> tuple[int, int, int] | None:
     """(channels, height, width) of the kernel's conv output, None if the kernel is not a rule's conv. For a
     grouped conv, channels are those of one group: a register tile spans the channels of one group only, so
     that they all read the same input row. A conv3d's depth is not in it: the tile is one frame's."""
-    extents = block_extents(mod, _conv_block)
+    extents = conv_extents(mod)
     if extents is None:
         return None
     spatial = _spatial(extents)
