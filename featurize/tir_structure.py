@@ -229,8 +229,8 @@ def kernel_kind(key: str) -> str:
 
 def kernel_flops(mod: object) -> float:
     """Estimated floating-point operations of one call of the kernel."""
-    from tvm.s_tir.analysis import estimate_tir_flops
     import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
     func = _prim_func(mod)
     if not isinstance(mod, tvm.IRModule):
         mod = tvm.IRModule({"main": func})

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-
 PAD, UNK = "<pad>", "<unk>"
 N_NUMERIC = 10  # numeric values per token
 MAX_TOKENS = 96  # longest trace in the shipped matrix: 89 instructions

@@ -1,10 +1,12 @@
-"""What each CPU with a bank has measured, as Markdown for the README, made only from committed JSON.
+"""What each CPU with a bank has measured, as Markdown for its page docs/results/<target-key>.md, made only from
+committed JSON.
 
 One block per `models/<target-key>/` that holds a bank: the bank (meta.json), the transfer matrix
 (transfer/summary.json), the held-out replays (transfer/heldout.json, `scripts/transfer_figures.py`), the
 rankers' leave-one-model-out evaluation (rankers/evaluation.json), and, where they were run on that CPU, the
 cross-target ranking check, the FMA peak and the tile rules' probes (benchmarks/results/<target-key>/). Each
-figure names the command that reproduces it; links are relative to the repository root. `scripts/readme_results.py` splices it into the README.
+figure names the command that reproduces it; links are relative to the repository root (`scripts/readme_results.py`
+rewrites them for the page it writes).
 """
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ def rankers_table(target_dir: Path) -> list[str]:
     lomo = ev["lomo"]
     kernels = max(r["pooled"]["kernels"] for r in lomo["rankers"].values())
     lines = [f"- Rankers, leave-one-model-out over {len(lomo['models'])} bank models and {kernels} kernels "
-             f"(`schedrec evaluate --target-key {target_dir.name}`; pooled, DESIGN.md):", "",
+             f"(`schedrec evaluate --target-key {target_dir.name}`; pooled, metrics as in docs/design.md):", "",
              "  | ranker | " + " | ".join(RANKER_COLUMNS) + " |", "  |---|" + "---|" * len(RANKER_COLUMNS)]
     for name, r in sorted(lomo["rankers"].items(), key=lambda kv: -kv[1]["pooled"].get("top1", 0)):
         lines.append(f"  | {name} | " + " | ".join(_f3(r["pooled"].get(c)) for c in RANKER_COLUMNS) + " |")
@@ -200,20 +202,30 @@ def _probe_command(probe: dict, rule: str) -> str:
             + (f" --rule {rule}" if rule != "conv" else ""))
 
 
-def render_targets(root: Path) -> str:
-    """The README's per-CPU block for every target folder with a bank."""
+def render_target(root: Path, target_dir: Path) -> str:
+    """One CPU's block (without a heading): bank, matrix, held-out replays, rankers, probes."""
     from recommender.bank.store import bank_models
+    results = root / "benchmarks" / "results" / target_dir.name
+    bank = [f.name for f in bank_models(target_dir / "bank")]
+    lines = [bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
+             *rankers_table(target_dir)]
+    lines += [x for x in (cross_target_line(target_dir, results), onnx_coverage_line(results),
+                           unseen_onnx_line(results),
+                           unseen_onnx_line(results, "torchvision_onnx", "torchvision models (random weights)"),
+                           ab_line(results), probes_line(results)) if x]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def cpu_name(root: Path, target_dir: Path) -> str:
+    """The CPU name the target's latency rows or probes recorded ('' when none did)."""
+    return _cpu(target_dir, root / "benchmarks" / "results" / target_dir.name)
+
+
+def render_targets(root: Path) -> str:
+    """The per-CPU block, under a heading, for every target folder with a bank."""
     blocks = []
     for target_dir in sorted(p for p in (root / "models").iterdir() if (p / "bank").is_dir()):
-        results = root / "benchmarks" / "results" / target_dir.name
-        bank = [f.name for f in bank_models(target_dir / "bank")]
-        cpu = _cpu(target_dir, results)
-        lines = [f"#### Measured on `{target_dir.name}`" + (f" ({cpu})" if cpu else ""), "",
-                 bank_line(target_dir), matrix_line(target_dir, bank), *heldout_table(target_dir),
-                 *rankers_table(target_dir)]
-        lines += [x for x in (cross_target_line(target_dir, results), onnx_coverage_line(results),
-                               unseen_onnx_line(results),
-                               unseen_onnx_line(results, "torchvision_onnx", "torchvision models (random weights)"),
-                               ab_line(results), probes_line(results)) if x]
-        blocks.append("\n".join(lines).rstrip() + "\n")
+        cpu = cpu_name(root, target_dir)
+        blocks.append(f"#### Measured on `{target_dir.name}`" + (f" ({cpu})" if cpu else "") + "\n\n"
+                      + render_target(root, target_dir))
     return "\n".join(blocks) if blocks else "No CPU has a bank yet.\n"

@@ -49,8 +49,22 @@ def test_a_hanging_kernel_costs_only_its_worker(target):
 def test_a_worker_killed_from_outside_is_replaced(measurer):
     import os
     import signal
+    import time
+
+    import psutil
     measurer.measure([as_mod(add1024)])
-    os.kill(measurer._timer.pid, signal.SIGKILL)
+    pid = measurer._timer.pid
+    os.kill(pid, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: wait until the worker is dead (a zombie or gone), so that the next
+    # request meets a dead worker rather than one that dies under it (which measures as a crash, by design)
+    def dead() -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    deadline = time.monotonic() + 10
+    while not dead() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert measurer.measure([as_mod(add1024)])[0].status == OK
 
 

@@ -1,16 +1,57 @@
-"""The README's generated sections are what the scripts write from the committed JSON (no hand-typed figures)."""
+"""The README's and docs' generated parts are what the scripts write from the committed JSON (no hand-typed figures)."""
 from __future__ import annotations
 
 from .cli_helpers import ROOT, load_script
 
 
 def test_generated_sections_are_what_the_committed_data_gives():
-    """results (compare files), demo (the recorded `make demo`) and data (the shipped folders' counts)."""
+    """Every generated file is current: README.md's sections (headline, demo, suite, pages), the docs' sections
+    (tests, zoo, CLI options) and each CPU's page docs/results/<key>.md, one per CPU folder under models/."""
     results = load_script("readme_results")
-    readme = (ROOT / "README.md").read_text()
-    for name, render in results.SECTIONS.items():
-        assert readme == results.splice(readme, render(), name), \
-            f"README.md's {name} section is stale: run python scripts/readme_results.py"
+    assert results.stale_files() == [], "stale generated files: run python scripts/readme_results.py"
+    pages = sorted(p.stem for p in (ROOT / "docs" / "results").glob("*.md"))
+    assert pages == [d.name for d in results.target_dirs()]
+    for key in pages:  # each page says which CPU it was measured on
+        assert f"# Results measured on `{key}`" in (ROOT / "docs" / "results" / f"{key}.md").read_text()
+
+
+def test_the_headline_is_the_cpu_with_the_latest_latency_date_and_exhaustive_replay_comes_from_its_own_run(tmp_path):
+    """The README's one table: held-out rows of the target whose latency.json holds the latest date, schedrec /
+    PyTorch / ORT from that file, exhaustive replay's latency and search time from its own report."""
+    import json
+    results = load_script("readme_results")
+    row = {"kind": "held-out", "cpu": "X", "threads": {"tvm": 2}, "schedrec_ms": 10.0, "pytorch_ms": 20.0,
+           "onnxruntime_ms": 8.0, "schedrec": {"per_kernel": 2, "search_s": 30.0, "selector": "lgbm"}}
+    for key, date in (("llvm-a-2c", "2026-12-05"), ("llvm-b-2c", "2026-12-01")):
+        folder = tmp_path / "models" / key
+        (folder / "heldout" / "m").mkdir(parents=True)
+        (folder / "latency.json").write_text(json.dumps({"m": {**row, "date": date},
+                                                         "bank_model": {"kind": "bank", "date": "2026-11-01"}}))
+        (folder / "heldout" / "m" / "report.json").write_text(json.dumps(
+            {"totals": {"model_latency_tuned_s": 0.012, "search_s": 600.0}}))
+    assert results.headline_key(tmp_path) == "llvm-a-2c"
+    text = results.render_headline(tmp_path)
+    assert "#### Held-out zoo models on `llvm-a-2c` (X, 2 threads; 2026-12-05)" in text
+    assert "| m | 10.0 | 30 s | 12.0 | 600 s | 5% | 20.0 | 8.0 |" in text
+    assert "not timed side by side" in text and "bank_model" not in text
+
+
+def test_the_demo_says_what_was_measured_within_the_budget_and_beyond_it():
+    """A budgeted run's measurements split into the ranker's picks and the rest (rule tiles, replacements,
+    samples), from the report's totals."""
+    results = load_script("readme_results")
+    report = {"per_kernel": 2, "totals": {"measurements": 150, "replacements": 94, "kernels": 28, "defaults_measured": 28}}
+    text = results.demo_counts(report)
+    assert text.startswith("150 candidate measurements for 28 kernels: 56 within the budget (the ranker's top 2 of "
+                           "each kernel) and 94 beyond it (rule-built tiles")
+    assert text.endswith("plus 28 defaults")
+
+
+def test_page_links_are_made_relative_to_the_page():
+    results = load_script("readme_results")
+    text = "[card](models/k/card.md) ![p](models/k/a.png) [web](https://x.org) [here](#top)"
+    assert results.relink(text, "../../") == ("[card](../../models/k/card.md) ![p](../../models/k/a.png) "
+                                              "[web](https://x.org) [here](#top)")
 
 
 def test_the_recorded_suite_runs_passed_and_every_deliberate_break_was_caught():
@@ -117,12 +158,16 @@ def test_the_latency_summary_counts_held_out_rows_apart_and_own_records_only_whe
     assert "faster than PyTorch eager on 2 of 3 models, within 1.5x of ONNX Runtime on 1 of 3" in text
     assert "faster than the model's own tuning records on 1 of 1." in text  # held-out rows have none
     assert "Held-out rows alone: faster than PyTorch on 1 of 2, within 1.5x of ONNX Runtime on 1 of 2." in text
-    assert "*held-out* rows (b, c)" in card._heldout_text({"a": bank, "b": held, "c": slow})
-    assert card._heldout_text({"a": bank}) == ""
-    assert "ranked by the target's shipped lgbm" in card._heldout_text({"b": {**held, "schedrec": {"selector": "lgbm"}}})
-    borrowed = {**held, "schedrec": {"selector": "lgbm shipped for llvm-znver4-2c (the nearest target with rankers)"}}
-    assert ("ranked by the lgbm shipped for llvm-znver4-2c (the nearest target with rankers), since this target had "
-            "no rankers of its own then") in card._heldout_text({"b": borrowed})
+    assert "*held-out* rows (b, c)" in card.heldout_text({"a": bank, "b": held, "c": slow})
+    assert card.heldout_text({"a": bank}) == ""
+    rows = {"a": {**bank, "schedrec": {"selector": "lgbm (trained without a) on llvm-znver4-2c's matrix"}},
+            "b": {**held, "schedrec": {"selector": "lgbm shipped for llvm-znver4-2c (the nearest target with rankers)"}},
+            "c": {**slow, "schedrec": {"selector": "lgbm"}}, "d": {**bank, "schedrec": {"selector": "lgbm (trained without d)"}}}
+    assert card.rankers_text(rows) == (
+        "Rankers used: lgbm fitted without the row's model on llvm-znver4-2c's matrix (a); the lgbm shipped for "
+        "llvm-znver4-2c (the nearest target with rankers) (b); this target's shipped lgbm (c); lgbm fitted without "
+        "the row's model on this target's matrix (d). ")
+    assert card.rankers_text({"a": bank}) == ""
     assert "| b | held-out | - |" in "\n".join(card.latency_table({"b": {**held, "schedrec": {}}}, {}))
 
 

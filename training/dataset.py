@@ -16,8 +16,8 @@ import numpy as np
 
 from recommender.bank.store import bank_models, read_meta
 from recommender.core.errors import BankError
-from recommender.core.rows import CandidateRow
 from recommender.core.row_files import read_rows
+from recommender.core.rows import CandidateRow
 
 
 @dataclass(frozen=True)

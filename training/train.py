@@ -16,13 +16,12 @@ import numpy as np
 
 from featurize.candidate_features import Featurizer
 from featurize.trace_tokens import Vocabulary
+from recommender.bank.sources import read_source_kernels
 from recommender.core.errors import BankError
 from recommender.core.fileio import atomic_write_json, display_path
 from recommender.core.rows import CandidateRow
 
-from recommender.bank.sources import read_source_kernels
-
-from .dataset import RankingSet, bank_record_rows, read_matrix, ranking_set, trainable
+from .dataset import RankingSet, bank_record_rows, ranking_set, read_matrix, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
 from .registry import ranker_class
@@ -140,8 +139,8 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     schedules (the tile and loop rules', design-space samples; match SAMPLED) are measured whatever the
     ranking, and the matrix the rankers learn from has none, so ranking them would score what no selection
     decides (on llvm-znver5-2c's resnet50 the conv rule's tiles were the best candidate of 23 of 25 kernels)."""
-    from recommender.core.rows import SAMPLED
     from recommender.core.row_files import read_rows
+    from recommender.core.rows import SAMPLED
     files = sorted((data.target_dir / "heldout").glob("*/candidates.jsonl.gz"))
     if not files:
         return {}

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..core.errors import BankError
-from ..core.fileio import (atomic_write_json, gzip_writer, open_text, read_json, read_json_lines,
-                           read_lines, replacing)
+from ..core.fileio import atomic_write_json, gzip_writer, open_text, read_json, read_json_lines, read_lines, replacing
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"

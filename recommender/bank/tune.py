@@ -6,14 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from .store import META_FILE, locked, pack, read_meta, unpack, wait_while_paused, write_meta
 from ..core.errors import BankError
+from ..core.stopping import native_section
 from ..frontend.kernels import Kernel, extract_kernels, flop_shares
+from ..frontend.model_import import import_model
 from ..measure import MeasureSettings, Measurer
 from ..measure.host_lock import exclusive
-from ..frontend.model_import import import_model
 from ..target.spec import TargetSpec
-from ..core.stopping import native_section
+from .store import META_FILE, locked, pack, read_meta, unpack, wait_while_paused, write_meta
 
 
 def quiet_metaschedule() -> None:

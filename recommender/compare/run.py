@@ -20,13 +20,13 @@ from ..core.errors import SchedrecError
 from ..core.fileio import atomic_write_json, atomic_write_text, display_path, read_json
 from ..frontend.model_import import split_spec
 from ..measure import MeasureSettings, Measurer
-from ..transfer.selection import KernelCandidates, Selector, ranked
 from ..target.spec import TargetSpec
 from ..transfer.choice import KernelChoice
 from ..transfer.database import write_database
 from ..transfer.kernel import FoundCandidates, choose, find_candidates
-from ..transfer.short_tune import trials_per_kernel
 from ..transfer.run import ModelRun, open_model
+from ..transfer.selection import KernelCandidates, Selector, ranked
+from ..transfer.short_tune import trials_per_kernel
 
 UNTUNED_TIMING = MeasureSettings(repeat=3, min_repeat_ms=0)  # plain loops: seconds per inference on big models
 MODEL_TIMING = MeasureSettings(repeat=7, min_repeat_ms=200)
@@ -267,8 +267,8 @@ def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db
 
 def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelRun], measurer: Measurer,
                 out_dir: Path, target_dir: Path, log) -> None:
-    from ..transfer.choice import choice_from_rows
     from ..core.row_files import read_rows
+    from ..transfer.choice import choice_from_rows
     shipped = target_dir / "heldout" / mr.model.name
     if how == "skip":
         return
@@ -344,8 +344,8 @@ def _time_onnx_file(spec: str, threads: int) -> list[float]:
     import numpy as np
     import onnxruntime as ort
 
-    from .baselines import _median_of_repeats
     from ..frontend.model_import import load_onnx, onnx_input_shapes
+    from .baselines import _median_of_repeats
     path, bound = split_spec(spec)
     shapes = onnx_input_shapes(load_onnx(path), bound, path, log=lambda m: None)
     opts = ort.SessionOptions()

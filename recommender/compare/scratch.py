@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from ..core.fileio import atomic_write_json, read_json
-from ..measure import MeasureSettings, Measurer
 from ..core.stopping import native_section
+from ..measure import MeasureSettings, Measurer
 from ..transfer.run import ModelRun
 
 CHECKPOINT_TIMING = MeasureSettings(repeat=5, min_repeat_ms=100)

@@ -18,7 +18,6 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-
 from ..core.errors import ModelImportError
 
 
@@ -275,6 +274,7 @@ def onnx_input_shapes(model: object, bound: dict[str, list[int]], path: str = "m
 
 def _from_onnx(path: str, bound: dict[str, list[int]] | None = None) -> object:
     from tvm.relax.frontend.onnx import from_onnx
+
     from .onnx_rewrite import rewrite_for_frontend
     from .onnx_static import make_static
     model = load_onnx(path)

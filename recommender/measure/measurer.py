@@ -20,12 +20,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from queue import Empty, Queue
 
-from . import contention
-from .args import index_bounds, kernel_args
-from .host_lock import exclusive
 from ..core.errors import SchedrecError
 # candidate status values: defined once with the rows that record them, importable from here too
 from ..core.rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
+from . import contention
+from .args import index_bounds, kernel_args
+from .host_lock import exclusive
 from .pool import WorkerCrash, WorkerError, WorkerHandle, WorkerTimeout
 
 

@@ -311,6 +311,7 @@ def main() -> None:
     import socket
     import sys
     from multiprocessing.connection import Connection
+
     # Ctrl-C reaches the whole process group: the parent handles it and closes its workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

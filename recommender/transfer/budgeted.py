@@ -18,15 +18,15 @@ from pathlib import Path
 
 from ..bank.store import locked
 from ..core.fileio import atomic_write_json, atomic_write_text, display_path
+from ..core.rows import CandidateRow
 from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from ..core.rows import CandidateRow
-from .selection import KernelCandidates, Selector, ranked, split_budget
 from ..target.spec import TargetSpec
 from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
 from .kernel import FoundCandidates, find_candidates, measure_kernel
 from .run import ModelRun, check_run, finish, open_model, totals
+from .selection import KernelCandidates, Selector, ranked, split_budget
 from .short_tune import trials_per_kernel
 
 # a correctness check of a candidate nobody will time: one short run after the output check

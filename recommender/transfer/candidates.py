@@ -18,11 +18,12 @@ from featurize.tir_structure import anchor_key, class_key
 
 from ..bank.store import bank_models, read_meta, read_records
 from ..core.errors import BankError
+# CLASS, ANCHOR: how a source matches the target kernel (also imported from here)
+from ..core.rows import ANCHOR, CLASS, OK
 from ..frontend.kernels import Kernel
 from ..measure.args import kernel_args
 from ..target.folders import other_cpu_note
 from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated_many, replay_trace
-from ..core.rows import ANCHOR, CLASS, OK  # CLASS, ANCHOR: how a source matches the target kernel (also imported from here)
 
 
 @dataclass

@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from ..core.rows import ANCHOR, CLASS, DEFAULT, NOT_MEASURED, OK, SAMPLED, CandidateRow
 from ..frontend.kernels import Kernel
 from .replay import ReplayFailure, apply_replayed
-from ..core.rows import ANCHOR, CLASS, DEFAULT, NOT_MEASURED, OK, SAMPLED, CandidateRow
 
 
 @dataclass

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
 from ..bank.store import wait_while_paused
-from ..core.rows import CandidateRow
 from ..core.row_files import kernel_rows, rows_to_resume, write_rows
+from ..core.rows import CandidateRow
 from .choice import KernelChoice
 
 T = TypeVar("T")

@@ -11,16 +11,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from .candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
-from ..rules import RULES, tile_rule_for
-from ..rules.conv import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
+from ..core.rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
 from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
-from .replay import apply_replayed, sample_isolated, tile_rules_isolated
-from ..core.rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
+from ..rules import RULES, tile_rule_for
+from ..rules.conv import MIN_FLOPS as TILE_RULE_MIN_FLOPS  # the conv rule's threshold serves the matmul rule too
+from .candidates import BankIndex, Candidate, SourceSchedule, replay_candidates
 from .choice import KernelChoice, candidate_row, choose_rebuilt, kernel_match
+from .replay import apply_replayed, sample_isolated, tile_rules_isolated
 from .short_tune import short_tune
-
 
 DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
 LOOP_RULE = RULES["loop"].source  # the source models of SAMPLED candidates built by recommender.rules

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from ..bank.store import locked, wait_while_paused
 from ..core.errors import BankError
-from .candidates import BankIndex
 from ..core.fileio import atomic_write_json, display_path, read_json
+from ..core.row_files import read_rows, summarize
 from ..frontend.kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
 from ..target.spec import TargetSpec
-from ..core.row_files import read_rows, summarize
+from .candidates import BankIndex
 from .driver import RowFile, drive
 from .kernel import find_candidates, measure_kernel, transfer_kernel
 

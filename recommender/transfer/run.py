@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.errors import BankError
-from .candidates import BankIndex
 from ..core.fileio import atomic_write_json, read_json
-from ..frontend.kernels import Kernel, extract_kernels
-from ..measure import Measurer, MeasureSettings
-from ..frontend.model_import import ImportedModel, import_model
 from ..core.rows import ANCHOR, CLASS, SAMPLED
+from ..frontend.kernels import Kernel, extract_kernels
+from ..frontend.model_import import ImportedModel, import_model
+from ..measure import MeasureSettings, Measurer
 from ..target.spec import TargetSpec
+from .candidates import BankIndex
 from .choice import KernelChoice
 from .database import write_database
 from .kernel import RULE_SOURCES

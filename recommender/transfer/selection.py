@@ -14,7 +14,6 @@ with the largest expected gain of one more, where the k-th measurement of a kern
 from __future__ import annotations
 
 import dataclasses
-
 import heapq
 import random
 import time

@@ -14,10 +14,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from .candidates import SourceSchedule
+from ..core.rows import SAMPLED
 from ..frontend.kernels import Kernel
 from ..measure import Measurer
-from ..core.rows import SAMPLED
+from .candidates import SourceSchedule
 
 SHORT_TUNE = "(short tune)"  # the source model of a short search's candidates
 MIN_FLOP_SHARE = 0.01  # the kernels worth a search: as the bank tunes those holding 1% of the model's FLOPs
