@@ -215,3 +215,14 @@ def test_the_model_profile_sets_each_kernel_s_time_in_the_model_beside_its_time_
     assert conv["calls"] == 2 and conv["in_model_s"] == 2e-5 and conv["ratio"] == 2.0 and conv["source"] == "a"
     assert fc["calls"] == 1 and fc["alone_s"] == 4e-5 and fc["source"] == "default"
     assert abs(conv["gflops"] - 100.0) < 1e-9
+
+
+def test_each_card_s_bank_hours_are_its_results_page_s():
+    """The card sums the bank's tuning seconds before rounding, as the results page does: one figure, not two
+    that differ by a rounding (each card was 0.01 h off once)."""
+    import re
+    for card in sorted(ROOT.glob("models/*/card.md")):
+        page = ROOT / "docs" / "results" / f"{card.parent.name}.md"
+        hours = re.search(r"Total tuning time: ([\d.]+) h", card.read_text())
+        if hours and page.exists():
+            assert f"{hours.group(1)} h of tuning" in page.read_text(), card.parent.name
