@@ -35,6 +35,11 @@ class ScheduleRule(ABC):
         """The rule's schedules of the one-kernel module `mod` for a target with `lanes` float32 lanes, each
         with its knob values; [] where the rule does not apply."""
 
+    def space(self, mod: object, lanes: int = 8, limit: int = 64, seed: int = 0) -> list[RuleInstance]:
+        """Up to `limit` instances of the rule's template for `mod`, its fixed `instances` first; a rule whose
+        template has no knobs beyond them gives those."""
+        return self.instances(mod, lanes)[:limit]
+
     def applies_to(self, class_key: str) -> bool:
         """Whether kernels of this class get the rule's instances beside their donors."""
         return any(class_key.startswith(prefix) for prefix in self.classes)

@@ -60,3 +60,15 @@ def parallel_root(sch: object, block: object) -> None:
     sch.parallel(sch.fuse(*loops[:-1]))
     if extent(sch, loops[-1]) <= 256:
         sch.vectorize(loops[-1])
+
+
+def sampled_split(sch: object, loop: object, inner: int, max_inner: int = 16) -> list:
+    """Split `loop` into (outer, `inner`) with the factors drawn by a SamplePerfectTile instruction whose
+    decision is that split, so that the schedule's trace carries the choice as a knob: the same trace with
+    another decision is another instance, and MetaSchedule's tile mutator can change it. `inner` divides the
+    loop's extent."""
+    n = extent(sch, loop)
+    if n <= 0 or n % inner:
+        raise ValueError(f"a tile of {inner} does not divide a loop of {n}")
+    factors = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=max(max_inner, inner), decision=[n // inner, inner])
+    return sch.split(loop, factors)

@@ -31,10 +31,11 @@ tiles (2-D convs only) where `flat_fits`, or none. Like every candidate, each is
 """
 from __future__ import annotations
 
+import random
 from typing import NamedTuple
 
 from .base import RuleInstance, ScheduleRule
-from .common import block_extents, extent, only_root_block, parallel_root, tiled, vectorize_innermost
+from .common import block_extents, extent, only_root_block, parallel_root, sampled_split, tiled, vectorize_innermost
 
 # output columns per vector, by float32 lanes of the target's vector registers, preferred first: a full
 # register, then widths that suit 28/14/7-wide maps (7 on AVX2, 14 on AVX-512)
@@ -73,6 +74,11 @@ FLAT_TILES = 3  # the first this many FLAT_SHAPES that divide the channels
 # 16 x 1 and 8 x 2 where column tiles reach 95, its 3 -> 64 stem (112x112) to 5-8 against 64; onto 14x14
 # (196 positions) flat tiles won (conv_rules.flat.md)
 FLAT_MAX_POSITIONS = 256
+# the template's space (ConvRule.space): accumulator vectors that fit the vector registers beside the broadcast
+# weights and the input vector (AVX2: 16 registers, AVX-512: 32), and the largest channel and row tiles
+ACCUMULATORS = {8: 12, 16: 24}
+SPACE_MAX_CHANNELS = 16
+SPACE_MAX_ROWS = 8
 
 
 class FlatTile(NamedTuple):
@@ -145,6 +151,39 @@ class ConvRule(ScheduleRule):
 
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
         return rule_instances(mod, lanes=lanes)
+
+    def space(self, mod: object, lanes: int = 8, limit: int = 64, seed: int = 0) -> list[RuleInstance]:
+        """Today's tiles (`instances`), then the other register tiles of `space_tiles` in a seeded order, up to
+        `limit` in all: the same template, other decisions of its three sampled splits."""
+        shape = conv_output(mod)
+        if shape is None:
+            return []
+        fixed = self.instances(mod, lanes)
+        known = {tuple(i.knobs.get(k) for k in ("channels", "rows", "columns")) for i in fixed}
+        others = [t for t in space_tiles(*shape, lanes=lanes) if t not in known]
+        random.Random(seed).shuffle(others)
+        room = max(0, limit - len(fixed))
+        return fixed[:limit] + rule_instances(mod, others[:room], lanes)
+
+
+def space_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
+    """Every register tile (channels, rows, columns) of the conv template for an output of this shape: channels
+    and rows that divide the output (at most SPACE_MAX_CHANNELS and SPACE_MAX_ROWS), columns that divide its
+    width and fill half a vector to two vectors (else the widest under a vector that divides it), and no more
+    accumulator vectors (channels x rows x vectors per row) than ACCUMULATORS[lanes]. `conv_tiles` picks a few
+    of these by hand."""
+    if lanes not in ACCUMULATORS:
+        raise ValueError(f"conv tiles are defined for 8 or 16 float32 lanes, not {lanes}")
+    channels = [c for c in _divisors(out_channels) if c <= SPACE_MAX_CHANNELS]
+    rows = [r for r in _divisors(height) if r <= SPACE_MAX_ROWS]
+    columns = ([w for w in _divisors(width) if lanes <= 2 * w <= 4 * lanes]
+               or [w for w in _divisors(width) if w <= lanes][-1:])
+    return [(c, r, w) for c in channels for r in rows for w in columns
+            if c * r * -(-w // lanes) <= ACCUMULATORS[lanes]]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def tile_knobs(tile: tuple[int, int, int] | FlatTile) -> dict:
@@ -289,9 +328,9 @@ def _tile(sch: object, tile: tuple[int, int, int], inline_copies: bool = True, d
     spatial = _spatial(loops)
     # a conv3d's depth and depth taps (d, rd) are loops outside the tile, like the batch and the input channels
     (n, co, *depth, h, w), (rc, *depth_taps, ry, rx) = loops[:spatial], loops[spatial:]
-    co_o, co_i = sch.split(co, [None, tc])
-    h_o, h_i = sch.split(h, [None, th])
-    w_o, w_i = sch.split(w, [None, tw])
+    co_o, co_i = sampled_split(sch, co, tc)
+    h_o, h_i = sampled_split(sch, h, th)
+    w_o, w_i = sampled_split(sch, w, tw)
     sch.reorder(n, co_o, *depth, h_o, w_o, rc, *depth_taps, ry, rx, h_i, co_i, w_i)
     outer = sch.fuse(n, co_o, *depth, h_o)
     sch.parallel(outer)
