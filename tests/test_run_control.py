@@ -124,3 +124,31 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
     report = json.loads((out / "report.json").read_text())
     assert len(report["kernels"]) > done  # the rest was measured, the first ones resumed from their rows
 
+
+
+def test_a_signal_inside_native_code_ends_the_run_instead_of_raising_through_it(monkeypatch):
+    """Inside a native section (MetaSchedule's search calling back into Python) the handler ends the run itself:
+    an exception raised there would unwind TVM's C++ frames, which may kill the process (a segfault was seen
+    here). Outside, it raises, so that Python unwinds. Whether an end-to-end SIGTERM lands inside the search is a
+    matter of timing; this checks the handler's choice directly."""
+    import signal
+
+    from recommender.cli.main import on_signal
+    from recommender.core import stopping
+    class Exited(Exception):
+        """What the stand-in for hard_stop raises: the real one never returns (it exits the process)."""
+
+    def hard_stop(signum: int) -> None:
+        raise Exited(signum)
+    monkeypatch.setattr(stopping, "hard_stop", hard_stop)
+    def outcome(signum: int) -> str:
+        try:
+            on_signal(signum, None)
+        except Exited:
+            return "ended"
+        except KeyboardInterrupt:  # caught here: pytest would take it for the user's Ctrl-C
+            return "raised"
+        return "returned"
+    with stopping.native_section():
+        assert outcome(signal.SIGTERM) == "ended"  # not a KeyboardInterrupt thrown through C++ frames
+    assert outcome(signal.SIGINT) == "raised"

@@ -29,7 +29,9 @@ class _Terminated(KeyboardInterrupt):
 _stopped_by: list[int] = []  # the signal that stopped this run, if any
 
 
-def _on_signal(signum: int, frame: object) -> None:
+def on_signal(signum: int, frame: object) -> None:
+    """SIGTERM / SIGINT: raise, so that Python unwinds (workers closed, locks released), except inside native
+    TVM code that calls back into Python, where an exception would unwind C++ frames: end the run there."""
     from ..core.stopping import hard_stop, in_native_section
     _stopped_by.append(signum)
     if in_native_section():
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _stopped_by.clear()
-    previous = signal.signal(signal.SIGTERM, _on_signal), signal.signal(signal.SIGINT, _on_signal)
+    previous = signal.signal(signal.SIGTERM, on_signal), signal.signal(signal.SIGINT, on_signal)
     try:
         if getattr(args, "input_shape", None) and getattr(args, "model", None):
             from ..frontend.model_import import parse_input_shape, with_input_shapes
