@@ -218,3 +218,27 @@ def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):
     assert _cli(*argv[1:]) == 0
     again = _dict_rows(path)
     assert again[:len(kept)] == kept and {r["target_kernel"] for r in again} == tuned
+
+
+def test_a_rule_space_matrix_measures_the_template_s_instances_beside_the_donors(bank2, tmp_path):
+    """--rule-space N: only kernels whose class has a tile rule, each with up to N instances of the rule's
+    template (the fixed tiles first, ranked in that order, their knob values the traces' tile decisions) measured
+    beside its donors and its default."""
+    from recommender.rules import RULES, tile_rule_for
+    out = tmp_path / "space"
+    assert _cli("--all-pairs", "--models", "wide", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS,
+                "--rule-space", "6") == 0
+    rows = read_rows(out / "wide.jsonl.gz")
+    meta = json.loads((bank2 / "wide" / "meta.json").read_text())
+    ruled = {n for n, k in meta["kernels"].items() if k["tuned"] and tile_rule_for(k["class_key"])}
+    assert {r.target_kernel for r in rows} == ruled and ruled
+    rule_rows = [r for r in rows if r.source_model == RULES["conv"].source]
+    assert rule_rows and all(r.match == "sampled" for r in rule_rows)
+    for kernel in {r.target_kernel for r in rule_rows}:
+        mine = sorted((r for r in rule_rows if r.target_kernel == kernel), key=lambda r: r.source_rank)
+        assert 2 < len(mine) <= 6 and [r.source_rank for r in mine] == list(range(len(mine)))
+        assert sum(r.status == "ok" for r in mine) >= 2
+        tiles = [[d for i, d in r.trace[1] if r.trace[0][i][0] == "SamplePerfectTile"] for r in mine]
+        assert all(len(t) == 3 for t in tiles) and len({json.dumps(t) for t in tiles}) == len(mine)
+    assert any(r.source_model == "donor" for r in rows) and any(r.is_default for r in rows)
+    assert _cli("--rule-space", "6", "--model", "zoo:resnet18", "--bank", str(bank2)) == 2  # a matrix option

@@ -195,6 +195,13 @@ def matrix_resume(sp: argparse.ArgumentParser) -> None:
                          "measured, and add their rows")
 
 
+def rule_space(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--rule-space", type=int_at_least(0, "an instance count", "0 or more"), default=0, metavar="N",
+                    help="only the kernels a tile rule applies to, each with up to N instances of the rule's template "
+                         "measured beside its donors, the fixed tiles first (default folder: "
+                         "models/<target-key>/space). 0: donors only (default)")
+
+
 def out(sp: argparse.ArgumentParser, default: str) -> None:
     sp.add_argument("--out", metavar="DIR", help=f"output folder (default: {default})")
 

@@ -17,8 +17,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..target.spec import parse_target
     from ..transfer import exhaustive_replay
     target = parse_target(args.target)
-    if args.add_donors and not args.all_pairs:
-        raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
+    if (args.add_donors or args.rule_space) and not args.all_pairs:
+        raise SchedrecError("--add-donors and --rule-space are for a transfer matrix: use them with --all-pairs")
     if args.all_pairs:
         return replay_all_pairs(args, target, own_folder(args, target.key))
     bank_dir, _ = donor_folders(args, target.key, with_recommender=False)
@@ -57,13 +57,13 @@ def replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: Path) -
     if args.model or args.exclude_models:
         raise SchedrecError("--all-pairs replays every bank model leaving itself out; drop --model/--exclude-models "
                             "(use --models to restrict the target models)")
-    out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / "transfer"
+    out_dir = Path(args.out) if args.out else repo_models_dir() / target.key / ("space" if args.rule_space else "transfer")
     say(bank_warnings(bank_dir, target.key) if bank_dir.is_dir() else [])
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=list(options.names_list(args.models)) or None,
                   settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
-                  add_donors=args.add_donors)
+                  add_donors=args.add_donors, rule_space=args.rule_space)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
              str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]
@@ -154,6 +154,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(r, top_n=None, cap=None, top_n_note="1; 3 with --all-pairs", cap_note="none; 48 with --all-pairs")
     options.repeat(r)
     options.matrix_resume(r)
+    options.rule_space(r)
     options.out(r, "out/replay/<model>")
     options.exact_math(r)
     r.set_defaults(func=cmd_replay)
@@ -165,6 +166,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(mx)
     options.repeat(mx)
     options.matrix_resume(mx)
+    options.rule_space(mx)
     options.out(mx, "models/<target-key>/transfer")
     options.exact_math(mx)
     mx.set_defaults(func=cmd_matrix)

@@ -51,20 +51,23 @@ class FoundCandidates:
 def find_candidates(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
                     samples: int = 0, min_class_models: int = 2, tune_trials: int = 0,
-                    tile_rules: bool = True) -> FoundCandidates:
+                    tile_rules: bool = True, rule_space: int = 0) -> FoundCandidates:
     """Replay the kernel's donors (in `measurer`'s workers, so a crashing replay costs only its worker): its
     class's, joined by same-anchor donors where the class's come from fewer than `min_class_models` models
     (`BankIndex.pool_for`), and the same-anchor donors alone where no class donor replays. Where none
     replays, the kernel's own design space stands in (SAMPLED): the best records of a `tune_trials` search
     (`short_tune`) if given and the kernel's tile rule builds nothing, else (or if it finds nothing) up to
     `samples` random draws. A conv kernel of 2 MFLOP or more also gets the conv rule's register tiles after its
-    donors, a matmul or batch matmul the matmul rule's (`tile_rule_candidates`)."""
+    donors, a matmul or batch matmul the matmul rule's (`tile_rule_candidates`); with `rule_space`, up to that
+    many instances of the rule's template instead (its fixed tiles first), whether or not `tile_rules`, on a
+    kernel of any size."""
     t0 = time.perf_counter()
     cands = donor_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback,
                              min_class_models)
     match = kernel_match((c.source.match, c.status == OK) for c in cands)
-    tiles = (tile_rule_candidates(kernel, measurer) if tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS
-             else [])
+    # the fixed tiles only where a kernel is worth their builds; a rule space asked for is built whatever its size
+    tiles = (tile_rule_candidates(kernel, measurer, rule_space)
+             if rule_space or (tile_rules and kernel.flops >= TILE_RULE_MIN_FLOPS) else [])
     own = own_space_candidates(kernel, measurer, target, tune_trials, samples, cands, tiles)
     if own:
         cands, match = cands + own, SAMPLED
@@ -106,16 +109,17 @@ def own_space_candidates(kernel: Kernel, measurer: Measurer, target: object, tun
     return []
 
 
-def tile_rule_candidates(kernel: Kernel, measurer: Measurer) -> list[Candidate]:
+def tile_rule_candidates(kernel: Kernel, measurer: Measurer, space: int = 0) -> list[Candidate]:
     """The schedules of the tile rule of the kernel's class (`recommender.rules.tile_rule_for`) as candidates
     (source the rule's, match SAMPLED, rank the tile's index); none where no rule applies (a strided or
-    grouped conv, a matmul whose right operand is transposed, say)."""
+    grouped conv, a matmul whose right operand is transposed, say). `space`: up to that many instances of the
+    rule's template (`ScheduleRule.space`), the fixed tiles first, ranks in that order."""
     rule = tile_rule_for(kernel.class_key)
     if rule is None:
         return []
     return [Candidate(SourceSchedule(rule.source, kernel.name, i, 0.0, r.trace_json, kernel.mod, kernel.class_key,
                                      match=SAMPLED), r, OK)
-            for i, r in enumerate(tile_rules_isolated(measurer, kernel.mod, rule.name))]
+            for i, r in enumerate(tile_rules_isolated(measurer, kernel.mod, rule.name, space=space))]
 
 
 def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candidate]:
@@ -194,9 +198,10 @@ def choose(found: FoundCandidates, default: object | None, by_index: dict[int, o
 
 def transfer_kernel(kernel: Kernel, index: BankIndex, measurer: Measurer, target: object, top_n: int,
                     exclude_models: tuple[str, ...], cap: int | None, anchor_fallback: bool = True,
-                    tile_rules: bool = True) -> KernelChoice:
+                    tile_rules: bool = True, rule_space: int = 0) -> KernelChoice:
     """Exhaustive replay of one kernel: replay, check and measure every candidate (the tile rules' too,
-    unless `tile_rules` is False); choose the fastest, default included."""
+    unless `tile_rules` is False; up to `rule_space` instances of the rule's template where given); choose the
+    fastest, default included."""
     found = find_candidates(kernel, index, measurer, target, top_n, exclude_models, cap, anchor_fallback,
-                            tile_rules=tile_rules)
+                            tile_rules=tile_rules, rule_space=rule_space)
     return measure_kernel(found, measurer, target)

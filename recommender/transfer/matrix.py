@@ -22,6 +22,7 @@ from ..core.fileio import atomic_write_json, display_path, read_json
 from ..core.row_files import read_rows, summarize
 from ..frontend.kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
+from ..rules import tile_rule_for
 from ..target.spec import TargetSpec
 from .candidates import BankIndex
 from .driver import RowFile, drive
@@ -37,10 +38,12 @@ def matrix_file(out_dir: Path, model: str) -> Path:
 def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
               models: list[str] | None = None, settings: MeasureSettings | None = None,
               anchor_fallback: bool = True, remeasure: tuple[str, ...] = (), add_donors: bool = False,
-              log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+              rule_space: int = 0, log=lambda msg: print(msg, file=sys.stderr)) -> dict:
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
     Kernels with a candidate whose status is in `remeasure` are measured again. With `add_donors`, finished
-    kernels whose donors lack bank models added since get those models' candidates measured and added."""
+    kernels whose donors lack bank models added since get those models' candidates measured and added. With
+    `rule_space`, only the kernels whose class has a tile rule, each with up to that many instances of the
+    rule's template measured beside its donors (the data a ranker needs to choose among them)."""
     from ..core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     tt = target.tvm()
@@ -58,21 +61,22 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
             lacking = {}
             for model in models or index.models:
                 rows = RowFile(matrix_file(out_dir, model), remeasure, log)
-                lack = donors.lacking(model, [bk.name for bk in index.kernels[model] if bk.name in rows.by_kernel])
+                kernels = [bk for bk in index.kernels[model] if not rule_space or tile_rule_for(bk.class_key)]
+                lack = donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
                 if add_donors and lack:
                     _add_donors(model, lack, rows, index, donors, measurer, tt, top_n, cap, anchor_fallback,
                                 bank_dir, log)
                 elif lack:
                     lacking[model] = lack
-                todo = [bk for bk in index.kernels[model] if bk.name not in rows.by_kernel]
+                todo = [bk for bk in kernels if bk.name not in rows.by_kernel]
                 if not todo:
                     continue
                 t0 = time.time()
                 for choice in drive(todo, rows, model, name=lambda bk: bk.name,
                                     step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight),
                                                                     index, measurer, tt, top_n, (model,), cap,
-                                                                    anchor_fallback,
-                                                                    tile_rules=False),  # donors only: rankers' data
+                                                                    anchor_fallback, tile_rules=False,  # donors only,
+                                                                    rule_space=rule_space),  # or + the rule's space
                                     resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
                                     tuned_best_s=lambda bk: bk.best_s, log=log):
                     donors.record(model, choice.kernel.name, [m for m in index.models if m != model])

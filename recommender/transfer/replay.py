@@ -289,13 +289,16 @@ def rule_schedules(mod: object, target: object) -> list[Replayed]:
     return _postprocessed(RULES["loop"].schedules(mod), mod, target)
 
 
-def tile_rule_schedules(mod: object, target: object, rule: str = "conv") -> list[Replayed]:
+def tile_rule_schedules(mod: object, target: object, rule: str = "conv", space: int = 0) -> list[Replayed]:
     """The register-tile schedules of the tile rule `rule` (`recommender.rules.TILE_RULES`) for `mod` ([] if
     it is not a kernel they apply to), postprocessed and checked like a replayed candidate; the tiles fit
-    `target`'s vectors."""
+    `target`'s vectors. `space`: up to that many instances of the rule's template (`ScheduleRule.space`, the
+    fixed ones first) instead of its fixed instances alone."""
     if rule not in TILE_RULES:
         raise ValueError(f"unknown tile rule {rule!r}; one of {', '.join(TILE_RULES)}")
-    return _postprocessed(RULES[rule].schedules(mod, float32_lanes(target)), mod, target)
+    lanes = float32_lanes(target)
+    instances = RULES[rule].space(mod, lanes, limit=space) if space else RULES[rule].instances(mod, lanes)
+    return _postprocessed([i.schedule for i in instances], mod, target)
 
 
 def _postprocessed(schedules: list[object], mod: object, target: object) -> list[Replayed]:
@@ -308,11 +311,11 @@ def _postprocessed(schedules: list[object], mod: object, target: object) -> list
     return out
 
 
-def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv",
-                        timeout_s: float = 300.0) -> list[Replayed]:
+def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv", timeout_s: float = 300.0,
+                        space: int = 0) -> list[Replayed]:
     """tile_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
     import tvm
-    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule}
+    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule, "space": space}
     out = _in_worker(measurer, "recommender.transfer.replay:tile_rules_serialized", kwargs, timeout_s)
     return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
 
@@ -326,10 +329,10 @@ def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) 
         return []
 
 
-def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv") -> list[dict]:
+def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv", space: int = 0) -> list[dict]:
     """The worker side of tile_rules_isolated."""
     import tvm
-    built = tile_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule)
+    built = tile_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule, space)
     return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)} for r in built]
 
 
