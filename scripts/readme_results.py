@@ -592,11 +592,22 @@ def pack_weights_line(path: Path, root: Path) -> str:
             f"[table]({path.with_suffix('.md').relative_to(root)})).")
 
 
+def rule_space_line(path: Path, root: Path) -> str:
+    p = json.loads(path.read_text())
+    beyond = sorted(b["over_best_of_first_ranks"] for b in p["beyond_fixed"])
+    return (f"- The conv rule's space (`schedrec matrix --rule-space`, {p['date']}; so far {', '.join(p['models'])}): "
+            f"{p['rule_instances']} instances on {p['kernels']} kernels; the best instance beats the best donor on "
+            f"{p['best_rule_beats_best_donor']} (weighted time {p['rule_over_donor_weighted']}x the best donor's); "
+            f"on {len(beyond)} the best lies beyond the first 9 ranks (today's fixed tiles are among those), "
+            + (f"{beyond[0]:.3f}-{beyond[-1]:.3f}x as fast as the best of them " if beyond else "")
+            + f"(`{p['command']}`, `{path.relative_to(root)}`).")
+
+
 PROBES: dict[str, Callable[[Path, Path], str]] = {
     "loop_rules.json": loop_rules_line, "pad_copy.json": pad_copy_line, "measurer_vs_stock.json": measurer_line,
     "agreement_probe.json": agreement_line, "build_cost_probe.json": build_cost_line,
     "ranking_speed.json": ranking_speed_line, "bank_records_ablation.json": bank_records_line,
-    "denormal_probe.json": denormal_line, "pack_weights.json": pack_weights_line,
+    "denormal_probe.json": denormal_line, "pack_weights.json": pack_weights_line, "rule_space.json": rule_space_line,
 }
 # files the target_summary block already cites
 SUMMARIZED = {"conv_rules", "matmul_rules", "peak_gflops", "cross_target_ranking", "onnx_coverage", "unseen_onnx",

@@ -17,8 +17,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..target.spec import parse_target
     from ..transfer import exhaustive_replay
     target = parse_target(args.target)
-    if (args.add_donors or args.rule_space) and not args.all_pairs:
-        raise SchedrecError("--add-donors and --rule-space are for a transfer matrix: use them with --all-pairs")
+    if args.add_donors and not args.all_pairs:
+        raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
+    if args.rule_space and not args.all_pairs:
+        raise SchedrecError("--rule-space builds a transfer matrix: use it with --all-pairs")
     if args.all_pairs:
         return replay_all_pairs(args, target, own_folder(args, target.key))
     bank_dir, _ = donor_folders(args, target.key, with_recommender=False)
