@@ -1,10 +1,12 @@
 """Features of a candidate: its target kernel's shape, its source, and its replayed trace.
 
-Three parts, each a pure function of plain values (no TVM):
+Four parts, each a pure function of plain values (no TVM):
 - kernel: op kind, axes, epilogue length, FLOPs, bytes moved, arithmetic intensity, output extents, dtype;
 - pair: how the source kernel relates to the target (FLOP ratio, output-shape distance, whether the
   target's output extents are multiples of the source's, same class or anchor fallback, the source record's
   rank and the GFLOP/s it reached on its own kernel);
+- source: the candidate's kind (donor, rule instance, design-space schedule), whether it is one of its rule's
+  fixed tiles, and a rule instance's knob values (the register tile);
 - schedule: the trace as tokens (`trace_tokens`), aggregated for tree models (token counts and the
   tile / unroll / parallel summary) or kept as a sequence for the TLP-style model.
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from .trace_tokens import N_NUMERIC, Vocabulary, schedule_summary, trace_tokens
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the source kind and the rule knobs (`source_features`)
 KERNEL_KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "matmul", "batch_matmul", "pool", "reduction",
                 "elementwise")
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1,
@@ -46,6 +48,9 @@ class CandidateLike(Protocol):
     source_rank: int | None
     source_latency_s: float | None
     trace: list | None
+    knobs: dict | None
+    source_kind: str | None  # "donor", "rule" or "space" (recommender.core.rows)
+    fixed_rule: bool
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,42 @@ def pair_features(row: CandidateLike, source: SourceKernel | None) -> dict[str, 
     return out
 
 
+RULE_KNOBS = ("channels", "rows", "columns")  # the conv template's register tile, in its trace's split order
+
+
+def rule_knobs(row: CandidateLike) -> list[float]:
+    """A rule instance's register tile (channels, rows, columns): its recorded knobs, else the inner factors of
+    the first three two-way SamplePerfectTile decisions of its trace (the conv template's splits); zeros where
+    neither says (a flat tile, a literal split of an older row, a donor)."""
+    knobs = row.knobs or {}
+    if all(isinstance(knobs.get(k), int) for k in RULE_KNOBS):
+        return [float(knobs[k]) for k in RULE_KNOBS]
+    if row.source_kind != "rule" or not row.trace:
+        return [0.0] * len(RULE_KNOBS)
+    insts, decisions = row.trace
+    decided = {int(i): v for i, v in decisions}
+    inner = [float(decided[n][1]) for n, inst in enumerate(insts)
+             if inst[0] == "SamplePerfectTile" and len(decided.get(n) or []) == 2][:len(RULE_KNOBS)]
+    return inner if len(inner) == len(RULE_KNOBS) else [0.0] * len(RULE_KNOBS)
+
+
+def source_features(row: CandidateLike) -> dict[str, float]:
+    """What kind of schedule the candidate is (a donor, a rule instance, one of the kernel's design space),
+    whether it is one of its rule's fixed tiles, and a rule instance's tile: each knob (log2) and how many
+    output values the tile holds (log2 of their product) against the kernel's output width."""
+    kind = row.source_kind
+    c, h, w = rule_knobs(row)
+    out = {"kind_donor": float(kind == "donor"), "kind_rule": float(kind == "rule"),
+           "kind_space": float(kind == "space"), "fixed_rule": float(bool(row.fixed_rule)),
+           "knob_known": float(c > 0)}
+    for name, v in zip(RULE_KNOBS, (c, h, w)):
+        out[f"knob_{name}"] = _log(v)
+    out["knob_tile"] = _log(c * h * w)
+    width = row.target_args[-1][0][-1] if row.target_args and row.target_args[-1][0] else 0
+    out["knob_columns_share"] = w / width if w and width else 0.0
+    return out
+
+
 class Featurizer:
     """Turns candidate rows into ranker input. `sources` maps (model, kernel) to its SourceKernel."""
 
@@ -124,10 +165,11 @@ class Featurizer:
         probe = _ProbeRow()
         self._kernel_names = list(kernel_features(probe.class_key, probe.target_args, 1.0))
         self._pair_names = list(pair_features(probe, None))
+        self._source_names = list(source_features(probe))
         self._sched_names = list(schedule_summary([[], []]))
-        self.tabular_names = (self._kernel_names + self._pair_names + self._sched_names +
+        self.tabular_names = (self._kernel_names + self._pair_names + self._source_names + self._sched_names +
                               [f"count_{w}" for w in vocab.words[1:]] + ["n_instructions"])
-        self.context_names = self._kernel_names + self._pair_names
+        self.context_names = self._kernel_names + self._pair_names + self._source_names
         self.token_width = 1 + max(N_NUMERIC, len(self.context_names))
         self._lookup_ids = {vocab.id(w) for w in LOOKUP_WORDS} - {vocab.id("<unk>")}
 
@@ -141,7 +183,8 @@ class Featurizer:
     def _context(self, row: CandidateLike) -> list[float]:
         k = kernel_features(row.class_key, row.target_args, row.flops)
         p = pair_features(row, self._source(row))
-        return [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names]
+        src = source_features(row)
+        return [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names] + [src[n] for n in self._source_names]
 
     def tabular(self, rows: Iterable[CandidateLike]) -> np.ndarray:
         """One vector per candidate: kernel, pair, schedule summary and token counts. (Values relative to
@@ -200,3 +243,6 @@ class _ProbeRow:
     source_rank: int | None = 0
     source_latency_s: float | None = None
     trace: list | None = None
+    knobs: dict | None = None
+    source_kind: str | None = "donor"
+    fixed_rule: bool = False

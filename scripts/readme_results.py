@@ -150,17 +150,24 @@ def _bank_used(report: dict) -> str:
 
 
 def demo_counts(r: dict) -> str:
-    """What a budgeted run measured: the measurements within the per-kernel budget (the ranker's picks) and
-    beyond it (rule-built tiles measured beside each default, replacements of failed picks, design-space samples)."""
+    """What a budgeted run measured. Since one pool and one budget (`measured_by_kind` in its totals): every
+    measurement is within the budget, counted per source kind. Runs recorded before: the measurements within
+    the per-kernel budget (the ranker's picks) and beyond it (rule-built tiles measured beside each default,
+    replacements of failed picks, design-space samples)."""
     t = r["totals"]
+    k = r.get("per_kernel")
+    if "measured_by_kind" in t:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in t["measured_by_kind"].items() if n)
+        bound = f"at most {k} per kernel by the budget" if k is not None else f"a total budget of {r.get('budget')}"
+        return (f"{t['measurements']} candidate measurements for {t['kernels']} kernels, {bound} (by source: "
+                f"{kinds or 'none'}), plus {t['defaults_measured']} defaults")
     beyond = t.get("replacements", 0)
     within = t["measurements"] - beyond
-    k = r.get("per_kernel")
     picks = f"the ranker's top {k} of each kernel" if k else "the ranker's picks"
     return (f"{t['measurements']} candidate measurements for {t['kernels']} kernels: {within} within the budget "
             f"({picks}) and {beyond} beyond it (rule-built tiles, measured beside each kernel's default whatever "
-            f"the budget, replacements of failed picks and design-space samples), plus {t['defaults_measured']} "
-            "defaults")
+            f"the budget, replacements of failed picks and design-space samples; recorded before the budget bounded "
+            f"every measurement), plus {t['defaults_measured']} defaults")
 
 
 def demo_paragraph(path: Path, root: Path = ROOT) -> str:
@@ -226,8 +233,10 @@ def render_readme_demo(root: Path = ROOT) -> str:
             continue
         r = json.loads(p.read_text())
         t = r["totals"]
-        others.append(f"`{r['target_key']}` {t['measurements']} ({t['measurements'] - t.get('replacements', 0)} "
-                      f"within the budget, {t.get('replacements', 0)} beyond; {r['model']} {_ms(t['model_latency_tuned_s'])} ms)")
+        split = ("all within the budget" if "measured_by_kind" in t else
+                 f"{t['measurements'] - t.get('replacements', 0)} within the budget, {t.get('replacements', 0)} beyond")
+        others.append(f"`{r['target_key']}` {t['measurements']} ({split}; {r['model']} "
+                      f"{_ms(t['model_latency_tuned_s'])} ms)")
     if others:
         text += (" Other CPUs' recorded demos, candidate measurements: " + "; ".join(others)
                  + " (each CPU's page, linked below, has its run in full).")

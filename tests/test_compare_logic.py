@@ -7,7 +7,7 @@ import pytest
 from recommender.compare.run import KernelRun, Measured, format_compare, plot_compare, time_to_match
 from recommender.frontend.kernels import Kernel
 from recommender.core.rows import CLASS, CandidateRow
-from recommender.transfer.budgeted import replacements, take_planned, expected_gain
+from recommender.transfer.budgeted import expected_gain, take_planned
 
 
 def _methods() -> dict:
@@ -55,22 +55,20 @@ def test_the_first_k_measurements_and_the_time_their_steps_took():
     run = KernelRun(found=None)
     failed = _R(1.0)
     failed.ok = False
-    # step 1 planned 1 candidate, which failed and was replaced by the next; steps 2 and 3 planned 1 and 2
-    run.steps["lgbm"] = [([Measured(4, failed), Measured(3, _R(0.8))], 2.0, 1), ([Measured(0, _R(0.5))], 3.0, 1),
+    # step 1 measured 1 candidate, which failed (it spent its measurement); steps 2 and 3 measured 1 and 2
+    run.steps["lgbm"] = [([Measured(4, failed)], 2.0, 1), ([Measured(0, _R(0.5))], 3.0, 1),
                          ([Measured(2, _R(0.7)), Measured(1, _R(0.9))], 4.0, 2)]
-    assert [m.index for m in run.first("lgbm", 1)[0]] == [4, 3] and run.first("lgbm", 1)[1] == 2.0
-    assert [m.index for m in run.first("lgbm", 2)[0]] == [4, 3, 0] and run.first("lgbm", 2)[1] == 5.0
-    assert [m.index for m in run.first("lgbm", 4)[0]] == [4, 3, 0, 2, 1] and run.first("lgbm", 4)[1] == 9.0
+    assert [m.index for m in run.first("lgbm", 1)[0]] == [4] and run.first("lgbm", 1)[1] == 2.0
+    assert [m.index for m in run.first("lgbm", 2)[0]] == [4, 0] and run.first("lgbm", 2)[1] == 5.0
+    assert [m.index for m in run.first("lgbm", 4)[0]] == [4, 0, 2, 1] and run.first("lgbm", 4)[1] == 9.0
     assert run.first("lgbm", 9) == run.first("lgbm", 4)
     assert run.first("random", 3) == ([], 0.0)
 
 
-def test_a_kernel_without_measurements_checks_its_top1_only_and_failures_are_replaced_by_the_next():
+def test_a_kernel_without_measurements_checks_its_top1_only():
     assert take_planned([3, 1, 2], 2) == [3, 1]
     assert take_planned([3, 1, 2], 0) == [-4]  # check-only mark of candidate 3
     assert take_planned([], 0) == [] and take_planned([], 2) == []
-    assert replacements([3, 1, 2, 5, 0], [3, 1]) == [2, 5]
-    assert replacements([3, 1, 2], [3, 1]) == [2] and replacements([3, 1], [-4]) == []
 
 
 def _row(src_lat: float, kernel: str = "s") -> CandidateRow:

@@ -6,6 +6,7 @@ import pytest
 
 from recommender.core.rows import CandidateRow
 from training.dataset import leave_model_out, ranking_set
+from training.evaluate import FeatureTable
 from training.metrics import kernel_outcomes, score_groups, summarize_outcomes
 
 TRACE = [[["SampleCategorical", [], [[0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25]], ["v0"]]], [[0, 1]]]
@@ -83,3 +84,32 @@ def test_evaluation_ranks_and_scores_every_held_out_model(monkeypatch):
         r = result["rankers"][name]
         assert set(r["models"]) == {"a", "b", "c"} and r["pooled"]["kernels"] == 12
         assert 0 < r["pooled"]["top1"] <= r["pooled"]["top3"] <= r["pooled"]["top5"] <= 1.0
+
+
+def test_no_fold_trains_on_its_held_out_model_as_target_or_as_donor(monkeypatch):
+    """Every ranker a leave-one-model-out fold fits sees no row of the held-out model's kernels and no
+    candidate donated by it, bank records included (recorded at the fit itself, so a fold filter removed or
+    loosened anywhere on the way fails here)."""
+    import training.evaluate as ev
+    from featurize.candidate_features import Featurizer
+    from featurize.trace_tokens import Vocabulary
+    rows, extra = [], []
+    for model in ("a", "b", "c"):
+        others = [m for m in ("a", "b", "c") if m != model]
+        for k in range(3):
+            rows += _kernel(model, f"k{k}", [1.0 + k, 2.0, 3.0, 1.5], sources=others * 2)
+        extra += [_row(model, "k0", 0.5 + i, source=None, rank=None) for i in range(2)]
+    table = FeatureTable(Featurizer(Vocabulary.load()), [r for r in rows + extra if r.replayed])
+    seen: list[tuple[str, set, set]] = []
+    real_fit = ev.fit_ranker
+
+    def recording_fit(name, data, table, params=None, **kw):
+        seen.append((name, {r.target_model for r in data.rows}, {r.source_model for r in data.rows}))
+        return real_fit(name, data, table, params, **kw)
+    monkeypatch.setattr(ev, "fit_ranker", recording_fit)
+    ev.leave_one_model_out(rows, table, ["random", "lgbm"], params={"lgbm": {"n_estimators": 3}}, extra=extra,
+                           log=lambda m: None)
+    assert len(seen) == 6
+    for (name, targets, sources), held_out in zip(seen, ["a", "a", "b", "b", "c", "c"]):
+        assert held_out not in targets and held_out not in sources, (name, held_out)
+        assert targets == {"a", "b", "c"} - {held_out}  # the other models are there

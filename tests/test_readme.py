@@ -45,6 +45,11 @@ def test_the_demo_says_what_was_measured_within_the_budget_and_beyond_it():
     assert text.startswith("150 candidate measurements for 28 kernels: 56 within the budget (the ranker's top 2 of "
                            "each kernel) and 94 beyond it (rule-built tiles")
     assert text.endswith("plus 28 defaults")
+    # one pool, one budget: every measurement within it, counted per source kind
+    report = {"per_kernel": 2, "totals": {"measurements": 50, "kernels": 28, "defaults_measured": 28,
+                                          "measured_by_kind": {"donor": 12, "rule": 38, "space": 0}}}
+    assert results.demo_counts(report) == ("50 candidate measurements for 28 kernels, at most 2 per kernel by the "
+                                           "budget (by source: 12 donor, 38 rule), plus 28 defaults")
 
 
 def test_page_links_are_made_relative_to_the_page():

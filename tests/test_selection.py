@@ -61,14 +61,58 @@ def test_ranked_orders_by_the_ranker_and_puts_known_failures_last():
     assert Ranked(_ByRank(), featurize, validity=False).order(mixed) == [0, 1, 2, 3, 4]
 
 
-def test_design_space_samples_keep_their_draw_order_under_every_selector():
+def _pool(name="k"):
+    """One kernel's pool: 2 donors, the rule's 2 fixed tiles and 2 points of its wider space, 1 design-space
+    draw, in that order."""
+    def row(model, rank, **kw):
+        return CandidateRow(target_model="m", target_kernel=name, class_key="conv2d/s4r3:@conv2d_nchw",
+                            match=kw.pop("match", "class"), status="ok", source_model=model, source_rank=rank,
+                            trace=[[], []], **kw)
+    rows = (row("resnet18", 0), row("vgg16", 0),
+            row("(conv rule)", 0, match="sampled", knobs={"channels": 8, "rows": 2, "columns": 16, "fixed": True}),
+            row("(conv rule)", 1, match="sampled", knobs={"channels": 4, "rows": 4, "columns": 16, "fixed": True}),
+            row("(conv rule)", 2, match="sampled", knobs={"channels": 2, "rows": 1, "columns": 32, "fixed": False}),
+            row("(conv rule)", 3, match="sampled", knobs={"channels": 16, "rows": 1, "columns": 8, "fixed": False}),
+            row("(design space)", 0, match="sampled"))
+    return KernelCandidates(("m", name), rows)
+
+
+def test_every_candidate_of_the_pool_is_ranked_alike_whatever_its_source():
+    """One pool: rule instances and design-space schedules go through the selector as donors do (none is
+    kept in a fixed place), so a ranker's order decides which of them are measured."""
     from recommender.transfer.selection import ranked
-    samples, transferred = _kernel("ln", 5, match="sampled"), _kernel("mm", 6)
-    for selector in (RandomK(seed=3), MeasureAll()):
-        assert ranked(selector, samples) == [0, 1, 2, 3, 4]
-        assert ranked(selector, transferred) == selector.order(transferred)
-    assert ranked(RandomK(seed=3), transferred) != list(range(6))
+    pool = _pool()
+    assert [r.source_kind for r in pool.rows] == ["donor", "donor", "rule", "rule", "rule", "rule", "space"]
+    assert [r.fixed_rule for r in pool.rows] == [False, False, True, True, False, False, False]
+    featurize = lambda rows: np.asarray([[-i] for i, _ in enumerate(rows)], dtype=float)  # noqa: E731
+    assert ranked(Ranked(_ByRank(), featurize), pool) == [6, 5, 4, 3, 2, 1, 0]  # the last first: it scores best
+    shuffled = ranked(RandomK(seed=3), pool)
+    assert sorted(shuffled) == list(range(7)) and shuffled != list(range(7))
     assert ranked(RandomK(seed=3), _kernel("none", 0)) == []
+
+
+def test_restricted_baselines_measure_their_part_of_the_pool_only():
+    """fixed-tiles: today's tiles alone; donors: the donors alone, in the heuristic's (here: the given) order;
+    tiles-then-donors: the fixed tiles first, then the donors, never the wider space."""
+    from recommender.transfer.selection import ranked, restricted
+    pool = _pool()
+    reverse = Ranked(_ByRank(), lambda rows: np.asarray([[-r.source_rank] for r in rows], dtype=float))
+    assert ranked(restricted("fixed-tiles", reverse), pool) == [3, 2]
+    assert ranked(restricted("donors", reverse), pool) == [0, 1]  # equal scores: pool order (a stable sort)
+    assert ranked(restricted("tiles-then-donors", reverse), pool)[:2] == [2, 3]
+    assert sorted(ranked(restricted("tiles-then-donors", reverse), pool)) == [0, 1, 2, 3]
+    # a per-kernel budget beyond a restricted order's length measures that order, no more
+    from recommender.transfer.budgeted import take_planned
+    assert take_planned(ranked(restricted("fixed-tiles", reverse), pool), 5) == [3, 2]
+    with pytest.raises(ValueError):
+        restricted("tiles-only", reverse)
+
+
+def test_the_kth_measurement_of_a_kernel_is_worth_its_gain_over_k():
+    """After every kernel's top-1, the big kernel's 2nd..6th measurements (worth 10/2 .. 10/6) beat the mid
+    kernel's 2nd (3/2), and its 7th (10/7 = 1.43) does not: without the decay the big kernel takes all six."""
+    ks = [_kernel("small", 20, gain=1.0), _kernel("big", 20, gain=10.0), _kernel("mid", 20, gain=3.0)]
+    assert split_budget(ks, budget=9) == {("m", "small"): 1, ("m", "big"): 6, ("m", "mid"): 2}
 
 
 def test_cap_spreads_the_pool_across_donor_models_best_ranks_first():

@@ -75,6 +75,18 @@ def read_matrix(matrix_dir: Path) -> list[CandidateRow]:
     return [r for f in files for r in read_rows(f)]
 
 
+def read_target_matrix(target_dir: Path) -> list[CandidateRow]:
+    """A target's training rows: its transfer matrix (`transfer/`), where its rule-space matrix (`space/`)
+    holds a kernel, that matrix's rows of it instead (its donors beside its rule's wider space)."""
+    rows = read_matrix(Path(target_dir) / "transfer")
+    space_dir = Path(target_dir) / "space"
+    if any(space_dir.glob("*.jsonl.gz")):
+        space = read_matrix(space_dir)
+        spaced = {r.kernel_key for r in space}
+        rows = [r for r in rows if r.kernel_key not in spaced] + space
+    return rows
+
+
 def ranking_set(rows: list[CandidateRow], min_candidates: int = 1) -> RankingSet:
     """Group replayed candidates by target kernel (kernels with fewer than `min_candidates` dropped)."""
     by_kernel: dict[tuple[str, str], list[CandidateRow]] = defaultdict(list)

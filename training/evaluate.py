@@ -16,7 +16,7 @@ from featurize.candidate_features import Featurizer
 from featurize.validity import demote_known_failures
 from recommender.core.rows import CandidateRow
 
-from .dataset import RankingSet, ranking_set, trainable
+from .dataset import RankingSet, leave_model_out, ranking_set, trainable
 from .metrics import KS, score_groups, summarize_outcomes
 from .rankers import Ranker, TransferTuningHeuristic
 from .registry import featurize_for, ranker_class
@@ -97,9 +97,9 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     seconds: dict[str, float] = {n: 0.0 for n in names}
     for model in models:
-        test = ranking_set([r for r in rows if r.target_model == model])
-        plain = [r for r in rows if r.target_model != model and r.source_model != model]
-        more = plain + [r for r in extra if r.target_model != model and r.source_model != model]
+        plain, held_out = leave_model_out(rows, model)
+        test = ranking_set(held_out)
+        more = plain + leave_model_out(list(extra), model)[0]
         sets = {False: _training_set(plain, train_fraction, seed), True: _training_set(more, train_fraction, seed)}
         for name in names:
             t0 = time.perf_counter()

@@ -5,7 +5,8 @@ evaluation all read it, so a new ranker is one line here.
 - LEARNED: fitted on a target's transfer matrix and saved under `models/<key>/rankers/<name>/`;
 - BASELINES: need no training data of the target (`xgb_per_store`: fitted per evaluation fold only);
 - SELECTORS: what `schedrec transfer --selector` and `schedrec compare --selectors` take (`random` is the
-  seeded `transfer.selection.RandomK`, not a ranker).
+  seeded `transfer.selection.RandomK`, not a ranker; RESTRICTED are rule-of-thumb baselines over part of the
+  pool, `transfer.selection.restricted`, donors in the heuristic's order).
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ RANKERS = {
 }
 LEARNED = ("lgbm", "tlp")
 BASELINES = ("random", "heuristic", "xgb_per_store")
-SELECTORS = ("lgbm", "tlp", "heuristic", "random")
+RESTRICTED = ("fixed-tiles", "donors", "tiles-then-donors")
+SELECTORS = ("lgbm", "tlp", "heuristic", "random") + RESTRICTED
 
 
 def ranker_class(name: str) -> type[Ranker]:

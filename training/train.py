@@ -21,7 +21,7 @@ from recommender.core.errors import BankError
 from recommender.core.fileio import atomic_write_json, display_path
 from recommender.core.rows import CandidateRow
 
-from .dataset import RankingSet, bank_record_rows, ranking_set, read_matrix, trainable
+from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
 from .registry import ranker_class
@@ -58,7 +58,7 @@ class TargetData:
         if not self.target_dir.is_dir():
             raise BankError(f"no target folder {self.target_dir}")
         t0 = time.perf_counter()
-        self.rows = read_matrix(self.target_dir / "transfer")
+        self.rows = read_target_matrix(self.target_dir)
         self.featurizer = Featurizer(Vocabulary.load(), read_source_kernels(self.target_dir / "bank"))
         # the bank's own tuning records join their kernels' groups for the rankers that use them
         self.extra = bank_record_rows(self.target_dir / "bank") if bank_records else []
@@ -93,7 +93,10 @@ def train(target_dir: Path, names: list[str], bank_records: bool = True,
         digest = train_set.digest()
         ranker = fit_ranker(name, train_set, data.table, data_hash=digest)
         folder = data.target_dir / "rankers" / name
-        extra = {"target_key": data.target_dir.name, "trained_on": display_path(data.target_dir / "transfer"),
+        spaced = (data.target_dir / "space").is_dir()
+        trained_on = display_path(data.target_dir / "transfer") + (
+            " + " + display_path(data.target_dir / "space") if spaced else "")
+        extra = {"target_key": data.target_dir.name, "trained_on": trained_on,
                  "bank_records": bool(data.extra) and ranker.uses_extra_groups,
                  "kernels": len(train_set.groups), "candidates": int(train_set.sizes.sum()),
                  "models": sorted({g.key[0] for g in train_set.groups}),

@@ -25,7 +25,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                    top_n=args.top_n, cap=args.cap, exhaustive=args.exhaustive,
                    scratch_cap_s=args.scratch_cap_s, scratch_factor=args.scratch_factor,
                    refine_s=args.refine_s, fallback_samples=args.fallback_samples,
-                   tune_missing=args.tune_missing, baselines=not args.no_baselines,
+                   tune_missing=args.tune_missing, baselines=not args.no_baselines, rule_space=args.rule_space,
                    settings=MeasureSettings(fast_math=not args.exact_math))
     print(format_compare(data))
     print(f"-> {out_dir / 'compare.json'}, {out_dir / 'compare.md'}, {out_dir / 'compare.png'}")
@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.bank(cp)
     options.recommender(cp)
     options.pool(cp, anchor_fallback=False)
+    options.rule_space(cp)
     cp.add_argument("--exhaustive", choices=["auto", "shipped", "measure", "skip"], default="auto",
                     help="exhaustive replay: the shipped run's choices and search time (timed here), measured "
                          "now, or skipped (auto: shipped if there is one)")

@@ -90,10 +90,11 @@ def ranker_names(text: str) -> list[str]:
 
 
 def selector_names(text: str) -> tuple[str, ...]:
-    """Registered selector names (training.registry.SELECTORS), comma-separated."""
+    """Registered selector names (training.registry.SELECTORS), comma-separated; `random@S` is the random
+    selector seeded S."""
     from training.registry import SELECTORS
     names = tuple(s.strip() for s in text.split(",") if s.strip())
-    bad = [s for s in names if s not in SELECTORS]
+    bad = [s for s in names if s not in SELECTORS and not (s.startswith("random@") and s[7:].isdigit())]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown selector {', '.join(bad) or repr(text)}; "
                                          f"use {', '.join(SELECTORS[:-1])} or {SELECTORS[-1]}")
@@ -195,11 +196,21 @@ def matrix_resume(sp: argparse.ArgumentParser) -> None:
                          "measured, and add their rows")
 
 
-def rule_space(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--rule-space", type=int_at_least(0, "an instance count", "0 or more"), default=0, metavar="N",
-                    help="only the kernels a tile rule applies to, each with up to N instances of the rule's template "
-                         "measured beside its donors, the fixed tiles first (default folder: "
-                         "models/<target-key>/space). 0: donors only (default)")
+RULE_SPACE = 32  # a pool's rule-space instances per kernel, fixed before any run that ranks them
+
+
+def rule_space(sp: argparse.ArgumentParser, matrix: bool = False) -> None:
+    """The rule space: in a matrix, which kernels and how many instances to measure; in a pool, its size."""
+    if matrix:
+        default, text = 0, ("only the kernels a tile rule applies to, each with up to N instances of the rule's "
+                            "template measured beside its donors, the fixed tiles first (default folder: "
+                            "models/<target-key>/space). 0: donors only (default)")
+    else:
+        default, text = RULE_SPACE, ("up to N instances of the kernel's tile-rule template join its pool, the rule's "
+                                     "fixed tiles first; 0: the fixed tiles alone, on kernels of 2 MFLOP or more "
+                                     f"({RULE_SPACE})")
+    sp.add_argument("--rule-space", type=int_at_least(0, "an instance count", "0 or more"), default=default,
+                    metavar="N", help=text)
 
 
 def out(sp: argparse.ArgumentParser, default: str) -> None:

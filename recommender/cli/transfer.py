@@ -104,7 +104,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
                                settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                                anchor_fallback=not args.no_anchor_fallback, untuned=not args.no_untuned,
                                recommender=display_path(rec_dir), fallback_samples=args.fallback_samples,
-                               tune_missing=args.tune_missing, pack_weights=args.pack_weights)
+                               tune_missing=args.tune_missing, pack_weights=args.pack_weights,
+                               rule_space=args.rule_space)
     t = report["totals"]
     tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
     line = (f"{report['model']} on {report['target_key']}: {tuned * 1e3 if tuned else float('nan'):.2f} ms "
@@ -114,8 +115,9 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     print(line)
     print(f"search {t['search_s']:.1f} s: replay {t['replay_s']:.1f}, featurize {t['featurize_s']:.2f}, "
           f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
-          f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
-          f"(+{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
+          f"{t['measurements']} measurements of {t['replayed_candidates']} candidates ("
+          + ", ".join(f"{n} {kind}" for kind, n in t["measured_by_kind"].items())
+          + f"; +{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
     share = t.get("time_share_default")
     print(f"{t['kernels_via_samples']} kernels without a donor got schedules from their own design space "
           f"({t.get('kernels_short_tuned', 0)} by a short search, the others by samples); {t['kernels_default']} "
@@ -156,7 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(r, top_n=None, cap=None, top_n_note="1; 3 with --all-pairs", cap_note="none; 48 with --all-pairs")
     options.repeat(r)
     options.matrix_resume(r)
-    options.rule_space(r)
+    options.rule_space(r, matrix=True)
     options.out(r, "out/replay/<model>")
     options.exact_math(r)
     r.set_defaults(func=cmd_replay)
@@ -168,7 +170,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(mx)
     options.repeat(mx)
     options.matrix_resume(mx)
-    options.rule_space(mx)
+    options.rule_space(mx, matrix=True)
     options.out(mx, "models/<target-key>/transfer")
     options.exact_math(mx)
     mx.set_defaults(func=cmd_matrix)
@@ -195,6 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tf.add_argument("--seed", type=int, default=0, help="seed of the random selector (0)")
     options.exclude_models(tf)
     options.pool(tf)
+    options.rule_space(tf)
     options.repeat(tf)
     tf.add_argument("--no-untuned", action="store_true", help="do not time the untuned model for the report")
     tf.add_argument("--baselines", action="store_true",

@@ -47,12 +47,12 @@ class KernelRun:
     found: FoundCandidates
     default: object | None = None  # MeasureResult
     default_wall_s: float = 0.0
-    # selector -> [(measured, wall seconds, planned)]: a step plans `planned` candidates; each that failed was
-    # replaced once by the next in the selector's order (as budgeted transfer does), so it may hold more
+    # selector -> [(measured, wall seconds, planned)]: a step measures the `planned` next candidates of the
+    # selector's order (fewer where the order ends)
     steps: dict[str, list[tuple[list[Measured], float, int]]] = field(default_factory=dict)
 
     def first(self, selector: str, k: int) -> tuple[list[Measured], float]:
-        """What a budget of k measured for `selector` (its replacements included) and the wall time it took."""
+        """What a budget of k measured for `selector` and the wall time it took."""
         out, wall, planned = [], 0.0, 0
         for measured, w, n in self.steps.get(selector, []):
             if planned >= k:
@@ -101,7 +101,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             exhaustive: str = "auto", scratch_cap_s: float | None = None, scratch_factor: float = 10.0,
             scratch_first_trials: int = 8, scratch_population: int = 512, refine_s: float = 0.0,
             settings: MeasureSettings | None = None, fallback_samples: int = 4, tune_missing: int = 0,
-            baselines: bool = True, log=None) -> dict:
+            baselines: bool = True, rule_space: int = 32, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
 
     exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
@@ -124,13 +124,14 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                "bank_models": mr.index.models, "excluded_models": list(mr.exclude),
                                "recommender": display_path(recommender_dir), "budgets": list(budgets),
                                "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples,
-                                        "tune_missing": tune_missing},
+                                        "tune_missing": tune_missing, "rule_space": rule_space},
                                "date": time.strftime("%Y-%m-%d")})
     with Measurer(target.config, settings) as measurer:
         t0 = time.perf_counter()
         trials = trials_per_kernel(mr.kernels, tune_missing)
         found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,
-                                         samples=fallback_samples, tune_trials=trials[k.name])
+                                         samples=fallback_samples, tune_trials=trials[k.name],
+                                         rule_space=rule_space)
                  for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
         replay_s = time.perf_counter() - t0
         runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}
@@ -155,13 +156,9 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                     done += n
                     if not idx:
                         break
-                    t1 = time.perf_counter()
-                    mods = lambda ix: [found[k.name].candidates[i].replayed.mod for i in ix]  # noqa: E731
-                    results = measurer.measure(mods(idx), reference=k.mod)
-                    extra = order[done:done + sum(1 for r in results if not r.ok)]
-                    if extra:  # a failed candidate is replaced once by the next ranked
-                        done += len(extra)
-                        idx, results = idx + extra, results + measurer.measure(mods(extra), reference=k.mod)
+                    t1 = time.perf_counter()  # a failed candidate spends its measurement: no replacement
+                    results = measurer.measure([found[k.name].candidates[i].replayed.mod for i in idx],
+                                               reference=k.mod)
                     runs[k.name].steps[sel_name].append(([Measured(i, r) for i, r in zip(idx, results)],
                                                          time.perf_counter() - t1, n))
         common = {"replay_s": round(replay_s, 2), "defaults_s": round(defaults_s, 2)}
@@ -178,7 +175,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                         rank_s=round(rank_s[sel_name], 3), measure_s=round(wall, 2), **common,
                         measurements=sum(len(runs[kern.name].first(sel_name, k)[0]) for kern in mr.kernels))
                 log(f"{sel_name} k={k}: {lat * 1e3 if lat else float('nan'):.2f} ms, search {search:.0f} s")
-        _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, recommender_dir, log)
+        _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, recommender_dir, rule_space, log)
         untuned = measurer.measure_model(mr.model.mod, _inputs(mr), settings=UNTUNED_TIMING)
         cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0)
         _reference(cmp, mr, measurer, recommender_dir)
@@ -266,14 +263,17 @@ def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db
 
 
 def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelRun], measurer: Measurer,
-                out_dir: Path, target_dir: Path, log) -> None:
+                out_dir: Path, target_dir: Path, rule_space: int, log) -> None:
+    """Exhaustive replay of the pool: measured here, or (`how` shipped, or auto where the shipped replay's pool
+    had the same rule space) the shipped replay's choices timed here with its recorded search time."""
     from ..core.row_files import read_rows
     from ..transfer.choice import choice_from_rows
     shipped = target_dir / "heldout" / mr.model.name
     if how == "skip":
         return
-    if how in ("auto", "shipped") and (shipped / "candidates.jsonl.gz").exists():
-        report = read_json(shipped / "report.json")
+    report = read_json(shipped / "report.json") if (shipped / "report.json").exists() else {}
+    same_pool = report.get("rule_space", 0) == rule_space
+    if (how == "shipped" or (how == "auto" and same_pool)) and (shipped / "candidates.jsonl.gz").exists():
         rows: dict[str, list] = {}
         for r in read_rows(shipped / "candidates.jsonl.gz"):
             rows.setdefault(r.target_kernel, []).append(r)
@@ -282,7 +282,8 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
         t = report["totals"]
         cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=t["search_s"],
                 measurements=t["valid"], source=f"search time and choices from {display_path(shipped)} "
-                                                f"(pool top-n {report['top_n']}, cap {report['cap']}); latency timed here")
+                                                f"(pool top-n {report['top_n']}, cap {report['cap']}, rule space "
+                                                f"{report.get('rule_space', 0)}); latency timed here")
         log(f"exhaustive (shipped choices): {lat * 1e3 if lat else float('nan'):.2f} ms")
         return
     if how == "shipped":

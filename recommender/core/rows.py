@@ -13,6 +13,11 @@ from dataclasses import dataclass, field, fields
 # MetaSchedule design space, the fallback that keeps a kernel from running as plain loops)
 CLASS, ANCHOR, DEFAULT, SAMPLED = "class", "anchor", "default", "sampled"
 
+# what kind of schedule a candidate is (`source_kind`): a bank record replayed from another kernel, an instance
+# of a hand-written rule's template, or a schedule of the kernel's own MetaSchedule design space
+DONOR, RULE, SPACE = "donor", "rule", "space"
+SOURCE_KINDS = (DONOR, RULE, SPACE)
+
 # statuses: OK, or why a candidate has no latency
 OK = "ok"
 # before measurement (replay): known before a ranker sees the candidate
@@ -57,6 +62,7 @@ class CandidateRow:
     source_rank: int | None = None
     source_latency_s: float | None = None
     trace: list | None = field(default=None, compare=False)  # replayed trace on the target kernel
+    knobs: dict | None = field(default=None, compare=False)  # a rule instance's knob values (+ "fixed")
     # the outcome
     error: str = ""
     costs: tuple = ()
@@ -83,6 +89,24 @@ class CandidateRow:
         return not self.is_default and self.trace is not None
 
     @property
+    def source_kind(self) -> str | None:
+        """DONOR, RULE or SPACE (None for the default row). Rule sources are named "(<rule> rule)" and the
+        design space "(design space)" (recommender.rules, transfer.kernel); a bank record's own row has no
+        source model and is a design-space schedule."""
+        if self.is_default:
+            return None
+        model = self.source_model
+        if model is None or model == "(design space)":
+            return SPACE
+        return RULE if model.startswith("(") and model.endswith(" rule)") else DONOR
+
+    @property
+    def fixed_rule(self) -> bool:
+        """One of its rule's fixed instances (today's tiles), not a point of the wider space. Rows written
+        before knobs were recorded count every rule row as fixed: only fixed tiles were measured then."""
+        return self.source_kind == RULE and (self.knobs or {}).get("fixed", True)
+
+    @property
     def key(self) -> tuple:
         """Unique within a matrix: the target kernel and the source record."""
         return (self.target_model, self.target_kernel, self.source_model, self.source_kernel, self.source_rank,
@@ -106,7 +130,7 @@ class CandidateRow:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["target_args"] = [{"shape": list(s), "dtype": d} for s, d in self.target_args]
         out["costs"] = list(self.costs)
-        for opt in ("workload", "seconds"):
+        for opt in ("workload", "seconds", "knobs"):
             if out[opt] is None:
                 del out[opt]
         return out

@@ -14,11 +14,13 @@ from typing import ClassVar
 
 @dataclass(frozen=True)
 class RuleInstance:
-    """One schedule a rule built for a kernel: `knobs` are the values that chose it (JSON-able)."""
+    """One schedule a rule built for a kernel: `knobs` are the values that chose it (JSON-able); `fixed`: one of
+    the rule's fixed instances (`ScheduleRule.instances`), not only a point of its wider space."""
 
     rule: str
     knobs: dict = field(default_factory=dict)
     schedule: object = None  # tvm.s_tir.Schedule, before postprocessing
+    fixed: bool = True
 
 
 class ScheduleRule(ABC):

@@ -32,6 +32,7 @@ tiles (2-D convs only) where `flat_fits`, or none. Like every candidate, each is
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import NamedTuple
 
 from .base import RuleInstance, ScheduleRule
@@ -163,7 +164,7 @@ class ConvRule(ScheduleRule):
         others = [t for t in space_tiles(*shape, lanes=lanes) if t not in known]
         random.Random(seed).shuffle(others)
         room = max(0, limit - len(fixed))
-        return fixed[:limit] + rule_instances(mod, others[:room], lanes)
+        return fixed[:limit] + [replace(i, fixed=False) for i in rule_instances(mod, others[:room], lanes)]
 
 
 def space_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:

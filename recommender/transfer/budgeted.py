@@ -51,9 +51,11 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
                       exclude_models: tuple[str, ...] = (), settings: MeasureSettings | None = None,
                       anchor_fallback: bool = True, untuned: bool = True, recommender: str = "",
                       fallback_samples: int = 4, tune_missing: int = 0, pack_weights: bool = False,
-                      log=None) -> dict:
+                      rule_space: int = 32, log=None) -> dict:
     """Transfer-tune a model measuring only what `selector` ranks first: `per_kernel` candidates per kernel,
-    or a total `budget` split by expected gain. A kernel that no donor replays on gets the best records of a
+    or a total `budget` split by expected gain, from one pool per kernel: its donors (`top_n` records of each
+    source kernel, at most `cap`), up to `rule_space` instances of its tile rule's template (0: the rule's fixed
+    tiles alone, on kernels of 2 MFLOP or more), and its own design space where no donor replays. A kernel that no donor replays on gets the best records of a
     `tune_missing`-trial search of its design space if it holds 1% of the FLOPs or more (0.25% for a conv or a
     matmul; `short_tune.trials_per_kernel`), else
     `fallback_samples` design-space samples, as its candidates (best or drawn first, under the same budget).
@@ -68,19 +70,20 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
            "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples,
-           "tune_missing": tune_missing, "pack_weights": pack_weights,
+           "tune_missing": tune_missing, "pack_weights": pack_weights, "rule_space": rule_space,
            "fast_math": (settings or MeasureSettings()).fast_math}
     t_start = time.perf_counter()
     with locked(out_dir, f"transfer {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz")
         with Measurer(target.config, settings) as measurer:
-            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples, tune_missing)
+            found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples, tune_missing,
+                                rule_space)
             plan = _plan(mr, bank_dir, rows, found, selector, budget, per_kernel)
             choices: list[KernelChoice] = []
             try:
                 for choice in drive(mr.kernels, rows, name, name=lambda k: k.name,
-                                    step=lambda k: _measure(found[k.name], plan[k.name], measurer, mr, fallback_samples),
+                                    step=lambda k: _measure(found[k.name], plan[k.name], measurer, mr),
                                     resume=lambda k, saved: choice_from_rows(k, saved, mr.tvm_target),
                                     pause_dir=bank_dir, desc=f"transfer {name}", log=log):
                     choices.append(choice)
@@ -100,20 +103,21 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
 
 
 def _candidates(mr: ModelRun, rows: RowFile, measurer: Measurer, top_n: int, cap: int | None,
-                anchor_fallback: bool, samples: int = 0, tune_missing: int = 0) -> dict[str, FoundCandidates]:
-    """Replay the donors of every kernel not finished yet (the split of a total budget needs them all)."""
+                anchor_fallback: bool, samples: int = 0, tune_missing: int = 0,
+                rule_space: int = 0) -> dict[str, FoundCandidates]:
+    """The pool of every kernel not finished yet (the split of a total budget needs them all)."""
     import sys
 
     from tqdm import tqdm
     todo = [k for k in mr.kernels if k.name not in rows.by_kernel]
     trials = trials_per_kernel(mr.kernels, tune_missing)
     return {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap, anchor_fallback,
-                                    samples, tune_trials=trials[k.name])
+                                    samples, tune_trials=trials[k.name], rule_space=rule_space)
             for k in tqdm(todo, desc=f"candidates {mr.model.name}", unit="kernel", file=sys.stderr, disable=not todo)}
 
 
 def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCandidates], selector: Selector,
-          budget: int | None, per_kernel: int | None) -> dict[str, tuple[list[int], list[int]]]:
+          budget: int | None, per_kernel: int | None) -> dict[str, list[int]]:
     """Per kernel, the indices (into its found candidates) to measure, best first; finished kernels are part
     of the split (from their rows) so a resumed run plans what the first one did."""
     from recommender.bank.sources import read_source_kernels
@@ -131,8 +135,7 @@ def _plan(mr: ModelRun, bank_dir: Path, rows: RowFile, found: dict[str, FoundCan
         kernels.append(kc)
         order[k.name] = [index[i] for i in ranked(selector, kc)]
     counts = split_budget(kernels, budget=budget, per_kernel=per_kernel)
-    plan = {name: take_planned(order[name], counts[(mr.model.name, name)]) for name in order}
-    return {name: (p, replacements(order[name], p)) for name, p in plan.items()}
+    return {name: take_planned(order[name], counts[(mr.model.name, name)]) for name in order}
 
 
 def take_planned(order: list[int], count: int) -> list[int]:
@@ -143,25 +146,14 @@ def take_planned(order: list[int], count: int) -> list[int]:
     return [-(order[0] + 1)] if order else []
 
 
-def replacements(order: list[int], plan: list[int]) -> list[int]:
-    """What replaces failed candidates of a plan: the next of the order, at most as many as the plan."""
-    if not plan or plan[0] < 0:
-        return []
-    return order[len(plan):2 * len(plan)]
-
-
-def _measure(found: FoundCandidates, planned: tuple[list[int], list[int]], measurer: Measurer,
-             mr: ModelRun, samples: int = 0) -> KernelChoice:
-    """Measure a kernel's planned candidates beside its default, a failed one replaced by the next ranked, and
-    `samples` design-space samples where none of them beats the default; a check-only plan (a budget of 0
-    there) runs its one candidate once for the output check and trusts it."""
-    plan, replacements = planned
+def _measure(found: FoundCandidates, plan: list[int], measurer: Measurer, mr: ModelRun) -> KernelChoice:
+    """Measure a kernel's planned candidates beside its default, and nothing else; a check-only plan (a budget
+    of 0 there) runs its one candidate once for the output check and trusts it."""
     if plan and plan[0] < 0:
         return measure_kernel(found, measurer, mr.tvm_target, selected=[-plan[0] - 1], measure_default=False,
                               settings=CHECK_ONLY)
-    if not plan:  # no candidate: the kernel keeps its default, timed for the report's share of plain loops
-        return measure_kernel(found, measurer, mr.tvm_target, selected=[])
-    return measure_kernel(found, measurer, mr.tvm_target, selected=plan, replacements=replacements, samples=samples)
+    # no candidate: the kernel keeps its default, timed for the report's share of plain loops
+    return measure_kernel(found, measurer, mr.tvm_target, selected=plan)
 
 
 def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice], timing: object, plan: dict,
@@ -170,9 +162,8 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     measured = sum(c.measured for c in choices if c.default_s is not None)
     checked = sum(c.measured for c in choices if c.default_s is None)
     replayed = sum(sum(1 for r in c.rows if r.replayed) for c in choices)
-    planned = sum(len(plan[c.kernel.name][0]) for c in choices if c.default_s is not None and c.kernel.name in plan)
     t.update({
-        "measurements": measured, "replacements": max(0, measured - planned), "checked_only": checked,
+        "measurements": measured, "checked_only": checked,
         "replayed_candidates": replayed,
         "defaults_measured": sum(1 for c in choices if c.default_s is not None),
         "featurize_s": round(secs.get("featurize", 0.0), 3), "predict_s": round(secs.get("predict", 0.0), 3),
@@ -188,8 +179,20 @@ def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice]
     return {"model": mr.model.name, "spec": mr.spec, "target_key": mr.target.key, "target": mr.target.config,
             "bank": display_path(bank_dir), "recommender": recommender, **{k: run[k] for k in (
                 "bank_models", "excluded_models", "top_n", "cap", "anchor_fallback", "selector", "budget",
-                "per_kernel", "fallback_samples", "tune_missing", "pack_weights", "fast_math")},
+                "per_kernel", "fallback_samples", "tune_missing", "pack_weights", "rule_space", "fast_math")},
             "kernels": kernels, "totals": t}
+
+
+def _kinds(counts: dict) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "-"
+
+
+def knob_text(knobs: dict | None) -> str:
+    """A rule instance's knob values, short: "channels=16 rows=2 columns=16 (fixed)"."""
+    if not knobs:
+        return ""
+    text = " ".join(f"{k}={v}" for k, v in knobs.items() if k != "fixed")
+    return f"{text} (fixed)" if knobs.get("fixed") else text
 
 
 def _pct(share: float | None) -> str:
@@ -209,7 +212,8 @@ def format_report(report: dict) -> str:
         f"({len(report['bank_models'])} models, left out: {', '.join(report['excluded_models'])})",
         f"- model latency: {ms(tuned)} ms with the chosen schedules, {ms(untuned)} ms untuned "
         f"(target `{report['target_key']}`, {report['target'].get('num-cores', '?')} threads)",
-        f"- {t['measurements']} candidate measurements and {t['defaults_measured']} defaults measured, "
+        f"- {t['measurements']} candidate measurements ({_kinds(t.get('measured_by_kind', {}))}) and "
+        f"{t['defaults_measured']} defaults measured, "
         f"{t['checked_only']} candidates checked only, out of {t['replayed_candidates']} replayed; "
         f"{t['records_written']} schedules written; FLOP coverage {100 * t['flop_coverage_chosen']:.1f}% chosen, "
         f"{100 * t['flop_coverage_valid']:.1f}% with a valid candidate "
@@ -228,7 +232,8 @@ def format_report(report: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|"]
     for k in report["kernels"]:
         ch = k["chosen"]
-        src = f"{ch['source_model']}/{ch['source_kernel']}#{ch['rank']}" if ch else "default"
+        src = (f"{ch.get('kind') or 'donor'} {ch['source_model']}/{ch['source_kernel']}#{ch['rank']} "
+               f"{knob_text(ch.get('knobs'))}".rstrip() if ch else "default")
         fails = ",".join(f"{s}:{n}" for s, n in k["failures"].items()) or "-"
         measured = "check" if k.get("checked_only") else str(k.get("measured", 0))
         lines.append(f"| {k['kernel'][:40]} | {k['class_key'].split(':')[0]} | {k['weight']} | {k['candidates']} | "

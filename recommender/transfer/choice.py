@@ -25,7 +25,8 @@ class KernelChoice:
     measured: int = 0  # candidates sent to the measurer (a budgeted run measures some of the valid replays)
     failures: Counter = field(default_factory=Counter)
     default_s: float | None = None
-    chosen: dict | None = None  # {"source_model", "source_kernel", "rank", "match", "latency_s"} or None (default)
+    # {"source_model", "source_kernel", "rank", "match", "kind", "knobs", "latency_s"} or None (default)
+    chosen: dict | None = None
     chosen_sch: object = None
     chosen_costs: list = field(default_factory=list)
     candidate_s: list = field(default_factory=list)  # medians of the valid measured candidates
@@ -76,7 +77,8 @@ def candidate_row(kernel: Kernel, cand: object | None, result: object | None = N
     s = cand.source
     return CandidateRow(**target_fields(kernel), match=s.match, source_model=s.model, source_kernel=s.kernel,
                         source_class_key=s.class_key, source_rank=s.rank, source_latency_s=s.latency_s,
-                        trace=cand.replayed.trace_json if cand.replayed is not None else None, **outcome)
+                        trace=cand.replayed.trace_json if cand.replayed is not None else None,
+                        knobs=cand.replayed.knobs if cand.replayed is not None else None, **outcome)
 
 
 def kernel_match(candidates: Iterable[tuple[str, bool]]) -> str | None:
@@ -110,7 +112,8 @@ def best_row(choice: KernelChoice) -> CandidateRow | None:
 
 def set_chosen(choice: KernelChoice, row: CandidateRow, sch: object) -> None:
     choice.chosen = {"source_model": row.source_model, "source_kernel": row.source_kernel,
-                     "rank": row.source_rank, "match": row.match, "latency_s": row.latency_s}
+                     "rank": row.source_rank, "match": row.match, "kind": row.source_kind, "knobs": row.knobs,
+                     "latency_s": row.latency_s}
     choice.chosen_sch = sch
     choice.chosen_costs = list(row.costs)
 

@@ -25,7 +25,6 @@ DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn 
 LOOP_RULE = RULES["loop"].source  # the source models of SAMPLED candidates built by recommender.rules
 CONV_RULE = RULES["conv"].source
 MATMUL_RULE = RULES["matmul"].source
-RULE_SOURCES = tuple(r.source for r in RULES.values())  # rule-built: measured beside the default whatever the selection
 
 
 @dataclass
@@ -133,42 +132,18 @@ def sampled_candidates(kernel: Kernel, measurer: Measurer, n: int) -> list[Candi
 
 
 def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, selected: list[int] | None = None,
-                   measure_default: bool = True, settings: MeasureSettings | None = None,
-                   replacements: list[int] = (), samples: int = 0) -> KernelChoice:
+                   measure_default: bool = True, settings: MeasureSettings | None = None) -> KernelChoice:
     """Measure the default and the `selected` candidates (indices into found.candidates; None: every one
-    that replayed) and choose. Candidates that replayed but were not selected are kept as not-measured rows.
-    Each selected candidate that fails (a wrong result, a crash) is replaced once by the next of
-    `replacements` (the selector's order past the budget), so that a kernel whose top-k all fail is not left
-    as plain loops; if none of them beats the default either, the kernel's own schedules (loop rules and up
-    to `samples` design-space draws) are measured too (beyond the budget, as replacements are). Rule-built
-    candidates (loop and conv rules) are measured beside the default whenever it is, selected or not: they
-    are the kernel's own baseline, at most four per kernel. Without `measure_default` the best valid selected candidate is chosen
-    as is (a budget of 0)."""
+    that replayed) and choose: nothing else is measured, so a budget of k candidates is k measurements, a
+    failed one included. Candidates that replayed but were not selected are kept as not-measured rows.
+    Without `measure_default` the best valid selected candidate is chosen as is (a budget of 0)."""
     kernel = found.kernel
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
-    if measure_default:
-        picked = picked + [i for i in found.valid if found.candidates[i].source.model in RULE_SOURCES and i not in picked]
     mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
     default = results.pop(0) if measure_default else None
-    spare = [i for i in replacements if i not in picked and found.candidates[i].status == OK]
-    more = spare[:sum(1 for r in results if not r.ok)]
-    if more:
-        picked = picked + more
-        results = results + measurer.measure([found.candidates[i].replayed.mod for i in more], reference=kernel.mod,
-                                             settings=settings)
-    by_index = dict(zip(picked, results))
-    choice = choose(found, default, by_index, target, measure_default)
-    if samples and choice.chosen is None and choice.default_s is not None and found.match != SAMPLED:
-        drawn = sampled_candidates(kernel, measurer, samples)  # the donors lost: try the kernel's own space
-        if drawn:
-            extra = range(len(found.candidates), len(found.candidates) + len(drawn))
-            found = replace(found, candidates=found.candidates + drawn)
-            more_results = measurer.measure([c.replayed.mod for c in drawn], reference=kernel.mod, settings=settings)
-            by_index.update(zip(extra, more_results))
-            results = results + more_results
-            choice = choose(found, default, by_index, target, measure_default)
+    choice = choose(found, default, dict(zip(picked, results)), target, measure_default)
     all_results = results + ([default] if default is not None else [])
     choice.build_s = sum(r.build_s for r in all_results)
     choice.run_s = sum(r.run_s for r in all_results)

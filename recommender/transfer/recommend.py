@@ -5,21 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.registry import SELECTORS, featurize_for, ranker_class
+from training.registry import RESTRICTED, SELECTORS, featurize_for, ranker_class
 
 from ..core.errors import SchedrecError
 from ..core.fileio import display_path
-from .selection import RandomK, Ranked, Selector
+from .selection import RandomK, Ranked, Selector, restricted
 
 if TYPE_CHECKING:
     from training.train import TargetData
 
 
 def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 0) -> Selector:
-    """`random` (seeded), or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>`
-    and refused if they were trained on another feature version."""
-    if name == "random":
-        return RandomK(seed)
+    """`random` (seeded; `random@S`: seed S), a restricted baseline (`selection.restricted`, over the heuristic),
+    or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>` and refused if they
+    were trained on another feature version."""
+    if name == "random" or (name.startswith("random@") and name[7:].isdigit()):
+        selector = RandomK(int(name[7:]) if "@" in name else seed)
+        selector.name = name
+        return selector
+    if name in RESTRICTED:
+        return restricted(name, load_selector("heuristic", recommender_dir, bank_dir))
     if name not in SELECTORS:
         raise SchedrecError(f"unknown selector {name!r}; one of {', '.join(SELECTORS)}")
     from featurize.candidate_features import Featurizer

@@ -8,7 +8,7 @@ reduction rewriting), as MetaSchedule does for its own candidates.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from featurize.tir_structure import all_blocks, anchor_index, block_infos
@@ -35,6 +35,7 @@ class Replayed:
     mod: object  # the postprocessed schedule's IRModule, on the target kernel
     trace_json: list  # the replayed trace (target block names, no postproc part)
     sch: object = None  # the tvm.s_tir.Schedule itself (None when replayed in another process)
+    knobs: dict | None = None  # a rule instance's knob values (+ "fixed": one of the rule's fixed instances)
 
 
 def block_mapping(source_mod: object, target_mod: object) -> dict[str, str]:
@@ -298,16 +299,19 @@ def tile_rule_schedules(mod: object, target: object, rule: str = "conv", space: 
         raise ValueError(f"unknown tile rule {rule!r}; one of {', '.join(TILE_RULES)}")
     lanes = float32_lanes(target)
     instances = RULES[rule].space(mod, lanes, limit=space) if space else RULES[rule].instances(mod, lanes)
-    return _postprocessed([i.schedule for i in instances], mod, target)
+    return _postprocessed([i.schedule for i in instances], mod, target,
+                          [{**i.knobs, "fixed": i.fixed} for i in instances])
 
 
-def _postprocessed(schedules: list[object], mod: object, target: object) -> list[Replayed]:
+def _postprocessed(schedules: list[object], mod: object, target: object,
+                   knobs: list[dict] | None = None) -> list[Replayed]:
     out = []
-    for sch in schedules:
+    for n, sch in enumerate(schedules):
         try:
-            out.append(postprocess(sch, mod, target, None))
+            r = postprocess(sch, mod, target, None)
         except ReplayFailure:  # a postprocessor rejected it: left out
             continue
+        out.append(replace(r, knobs=knobs[n]) if knobs else r)
     return out
 
 
@@ -317,7 +321,8 @@ def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv", timeo
     import tvm
     kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule, "space": space}
     out = _in_worker(measurer, "recommender.transfer.replay:tile_rules_serialized", kwargs, timeout_s)
-    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]) for o in out]
+    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"], knobs=o.get("knobs"))
+            for o in out]
 
 
 def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) -> list[dict]:
@@ -333,7 +338,7 @@ def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv"
     """The worker side of tile_rules_isolated."""
     import tvm
     built = tile_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule, space)
-    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod)} for r in built]
+    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod), "knobs": r.knobs} for r in built]
 
 
 def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.errors import BankError
 from ..core.fileio import atomic_write_json, read_json
-from ..core.rows import ANCHOR, CLASS, SAMPLED
+from ..core.rows import ANCHOR, CLASS, NOT_MEASURED, OK, RULE, SAMPLED, SOURCE_KINDS, CandidateRow
 from ..frontend.kernels import Kernel, extract_kernels
 from ..frontend.model_import import ImportedModel, import_model
 from ..measure import MeasureSettings, Measurer
@@ -16,7 +16,6 @@ from ..target.spec import TargetSpec
 from .candidates import BankIndex
 from .choice import KernelChoice
 from .database import write_database
-from .kernel import RULE_SOURCES
 from .short_tune import SHORT_TUNE
 
 
@@ -108,6 +107,27 @@ def default_time(choices: list[KernelChoice]) -> dict:
             "time_share_default": round(sum(c.kernel.weight * c.latency_s for c in plain) / total, 4) if total else None}
 
 
+def chosen_kind(choice: KernelChoice) -> str | None:
+    """The source kind (DONOR, RULE, SPACE) of the kernel's chosen schedule, None where it keeps its default."""
+    if not choice.chosen:
+        return None
+    kind = choice.chosen.get("kind")
+    if kind:
+        return kind
+    return CandidateRow("", "", "", choice.chosen.get("match") or CLASS, OK,
+                        source_model=choice.chosen.get("source_model")).source_kind
+
+
+def measured_by_kind(choices: list[KernelChoice]) -> dict[str, int]:
+    """Candidates sent to the measurer, per source kind (failed measurements included, replay failures not)."""
+    out = {k: 0 for k in SOURCE_KINDS}
+    for c in choices:
+        for r in c.rows[1:]:
+            if r.replayed and r.status != NOT_MEASURED:
+                out[r.source_kind] += 1
+    return out
+
+
 def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTiming, import_s: float) -> dict:
     """The report's totals: counts, FLOP coverage, seconds, model latencies. `build_s` sums the parallel
     build workers (CPU side); `build_wall_s` is the wall time the builds took."""
@@ -129,13 +149,12 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         # of those, the ones whose candidates came from a short search of their design space (short_tune)
         "kernels_short_tuned": sum(1 for c in choices if c.valid and any(r.source_model == SHORT_TUNE
                                                                          for r in c.rows)),
-        # donors replayed but none of those measured beat the default: design-space samples were measured too
-        "kernels_sampled_after_donors": sum(1 for c in choices if c.match != SAMPLED and any(
-            r.match == SAMPLED and r.source_model not in RULE_SOURCES for r in c.rows)),
-        # kernels whose chosen schedule a rule built (recommender.rules.loop, recommender.rules.conv)
-        "kernels_chosen_rule": sum(1 for c in choices if c.chosen and c.chosen.get("source_model") in RULE_SOURCES),
-        "flop_share_chosen_rule": round(sum(c.kernel.total_flops for c in choices if c.chosen
-                                            and c.chosen.get("source_model") in RULE_SOURCES) / flops, 4) if flops else 0.0,
+        # kernels whose chosen schedule a rule built (recommender.rules), and their share of the FLOPs
+        "kernels_chosen_rule": sum(1 for c in choices if chosen_kind(c) == RULE),
+        "flop_share_chosen_rule": round(sum(c.kernel.total_flops for c in choices
+                                            if chosen_kind(c) == RULE) / flops, 4) if flops else 0.0,
+        # candidate measurements per source kind (the defaults apart)
+        "measured_by_kind": measured_by_kind(choices),
         "flop_coverage_transferred": transferred / flops if flops else 0.0,
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,

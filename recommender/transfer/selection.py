@@ -5,7 +5,8 @@ objects, so the same code scores offline against the measured matrix and runs on
 - `MeasureAll`: the order candidates came in (exhaustive replay measures them all);
 - `RandomK`: a seeded random order (what measuring k arbitrary candidates gets);
 - `Ranked`: a trained ranker's order, with candidates known to fail (featurize.validity) last;
-- `ranked(selector, kernel)`: what callers use; design-space samples keep their draw order.
+- `Restricted`: another selector's order over part of the pool (the fixed-rule baselines, `restricted`);
+- `ranked(selector, kernel)`: what callers use.
 
 `split_budget` gives each kernel its number of measurements: every kernel with candidates gets its top-1
 while the budget allows, in order of expected gain; the rest goes one measurement at a time to the kernel
@@ -18,13 +19,16 @@ import heapq
 import random
 import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from featurize.validity import demote_known_failures
+# baselines that measure part of the pool: today's fixed tiles alone; the donors alone (the heuristic's
+# order: transfer-tuning); the fixed tiles then the donors (what schedrec measured before one pool)
+from training.registry import RESTRICTED
 
-from ..core.rows import SAMPLED, CandidateRow
+from ..core.rows import DONOR, CandidateRow
 
 
 @dataclass(frozen=True)
@@ -90,17 +94,42 @@ class Ranked:
         return [int(i) for i in np.argsort(-self.scores(kernel), kind="stable")]
 
 
+class Restricted:
+    """Another selector's order over some of the pool: the rows `keep` accepts, those `first` accepts ahead
+    in pool order (the baselines of a fixed rule of thumb: today's fixed tiles alone, donors alone, the fixed
+    tiles then the donors)."""
+
+    def __init__(self, name: str, then: Selector, keep: Callable[[CandidateRow], bool],
+                 first: Callable[[CandidateRow], bool] = lambda r: False) -> None:
+        self.name, self.then, self.keep, self.first = name, then, keep, first
+        self.seconds = getattr(then, "seconds", {"featurize": 0.0, "predict": 0.0})
+
+    def order(self, kernel: KernelCandidates) -> list[int]:
+        kept = [i for i, r in enumerate(kernel.rows) if self.keep(r)]
+        head = [i for i in kept if self.first(kernel.rows[i])]
+        rest = [i for i in kept if i not in head]
+        if not rest:
+            return head
+        sub = dataclasses.replace(kernel, rows=tuple(kernel.rows[i] for i in rest))
+        return head + [rest[i] for i in self.then.order(sub)]
+
+
+def restricted(name: str, then: Selector) -> Restricted:
+    """The baseline selector `name` (one of RESTRICTED) over `then`'s order."""
+    if name == "fixed-tiles":
+        return Restricted(name, then, keep=lambda r: r.fixed_rule)
+    if name == "donors":
+        return Restricted(name, then, keep=lambda r: r.source_kind == DONOR)
+    if name == "tiles-then-donors":
+        return Restricted(name, then, keep=lambda r: r.fixed_rule or r.source_kind == DONOR,
+                          first=lambda r: r.fixed_rule)
+    raise ValueError(f"unknown restricted selector {name!r}; one of {', '.join(RESTRICTED)}")
+
+
 def ranked(selector: Selector, kernel: KernelCandidates) -> list[int]:
-    """The selector's order of a kernel's candidates; design-space samples (match SAMPLED: the fallback where
-    no donor replays or none beat the default) come after the donors' in draw order: no ranker was trained on
-    them."""
-    donors = [i for i, r in enumerate(kernel.rows) if r.match != SAMPLED]
-    drawn = [i for i, r in enumerate(kernel.rows) if r.match == SAMPLED]
-    if not donors:
-        return drawn
-    if drawn:
-        kernel = dataclasses.replace(kernel, rows=tuple(kernel.rows[i] for i in donors))
-    return [donors[i] for i in selector.order(kernel)] + drawn
+    """The selector's order of a kernel's pool (donors, rule instances, design-space schedules alike; a
+    restricted selector's order holds part of it)."""
+    return selector.order(kernel) if kernel.rows else []
 
 
 def split_budget(kernels: Sequence[KernelCandidates], budget: int | None = None,
@@ -110,7 +139,7 @@ def split_budget(kernels: Sequence[KernelCandidates], budget: int | None = None,
     if (budget is None) == (per_kernel is None):
         raise ValueError("give a total budget or a per-kernel budget, not both or neither")
     if per_kernel is not None:
-        return {k.key: min(per_kernel, len(k.rows)) for k in kernels}
+        return {k.key: min(per_kernel, len(k.rows)) for k in kernels}  # a restricted order may hold fewer
     counts = {k.key: 0 for k in kernels}
     left = budget
     with_cands = sorted((k for k in kernels if k.rows), key=lambda k: -k.gain)
