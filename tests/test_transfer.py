@@ -398,7 +398,7 @@ def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tm
     bank, onnx_path = bank_and_onnx
     out = tmp_path / "cmp"
     data = compare(onnx_path, target, bank, SHIPPED, out, budgets=(1, 2), exhaustive="measure", top_n=2,
-                   fallback_samples=2,
+                   fallback_samples=2, selectors=("lgbm", "random", "random@1", "fixed-tiles"), rule_space=4,
                    scratch_cap_s=1.0, scratch_first_trials=1, scratch_population=16,
                    settings=MeasureSettings(repeat=3, min_repeat_ms=1))
     m = data["methods"]
@@ -407,6 +407,9 @@ def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tm
     assert json.loads((out / "compare.json").read_text())["methods"].keys() == m.keys()
     k1 = m["lgbm-k1"]["measurements"]  # one per kernel with a candidate
     assert 1 <= k1 < m["lgbm-k2"]["measurements"] <= 2 * k1 and m["exhaustive"]["measurements"] >= k1
+    # the budget bounds every selector; the fixed tiles alone measure the rule's fixed tiles at most
+    assert m["random@1-k2"]["measurements"] <= 2 * k1 and m["fixed-tiles-k2"]["measurements"] <= 2 * k1
+    assert m["exhaustive"]["measurements"] >= max(v.get("measurements", 0) for v in m.values())
     for sel in ("lgbm", "random"):  # budget 2 spends what budget 1 did and more
         assert m[f"{sel}-k2"]["search_s"] > m[f"{sel}-k1"]["search_s"] > m[f"{sel}-k1"]["replay_s"]
     for name in ("lgbm-k1", "lgbm-k2", "random-k2", "exhaustive"):

@@ -1,4 +1,5 @@
-"""Reference latencies outside TVM for the same model and input: PyTorch eager and ONNX Runtime."""
+"""Reference latencies outside TVM for the same model and input: PyTorch eager, `torch.compile` (Inductor, what a
+PyTorch user tries first on a CPU) and ONNX Runtime."""
 from __future__ import annotations
 
 import os
@@ -40,6 +41,19 @@ def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], li
     return timer
 
 
+def torch_compile_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
+    """A timer of the model under `torch.compile` (Inductor's default mode, C++ kernels for the CPU), compiled
+    on its first call (the warm-up): timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
+    import torch
+    compiled = torch.compile(model)
+
+    def timer(repeat: int, min_repeat_s: float) -> list[float]:
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            return _median_of_repeats(lambda: compiled(*args), repeat, min_repeat_s)
+    return timer
+
+
 def onnxruntime_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:
     """The model exported to ONNX (TorchScript exporter) in an ONNX Runtime CPU session with `threads`
     intra-op threads: timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
@@ -78,6 +92,10 @@ def onnx_file_timer(path: str, inputs: list, threads: int) -> Callable[[int, flo
 
 def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
     return pytorch_timer(model, args, threads)(repeat, min_repeat_s)
+
+
+def time_torch_compile(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+    return torch_compile_timer(model, args, threads)(repeat, min_repeat_s)
 
 
 def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:

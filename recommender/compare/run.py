@@ -51,6 +51,15 @@ class KernelRun:
     # selector's order (fewer where the order ends)
     steps: dict[str, list[tuple[list[Measured], float, int]]] = field(default_factory=dict)
 
+    def known(self) -> dict[int, tuple[object, float]]:
+        """Every candidate some selector measured: index -> (its first result, its share of that step's wall)."""
+        out: dict[int, tuple[object, float]] = {}
+        for steps in self.steps.values():
+            for measured, wall, _ in steps:
+                for m in measured:
+                    out.setdefault(m.index, (m.result, wall / len(measured)))
+        return out
+
     def first(self, selector: str, k: int) -> tuple[list[Measured], float]:
         """What a budget of k measured for `selector` and the wall time it took."""
         out, wall, planned = [], 0.0, 0
@@ -288,13 +297,23 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
         return
     if how == "shipped":
         raise FileNotFoundError(f"no shipped exhaustive replay of {mr.model.name} in {display_path(shipped)}")
-    from ..transfer.kernel import measure_kernel
-    t0 = time.perf_counter()
-    choices = [measure_kernel(r.found, measurer, mr.tvm_target) for r in runs.values()]
-    search = sum(r.found.replay_s for r in runs.values()) + time.perf_counter() - t0
+    # every candidate of the pool: those the selectors measured in this run are reused (their share of the
+    # measuring wall counted in the search time), the others measured now
+    choices, search, measured = [], sum(r.found.replay_s + r.default_wall_s for r in runs.values()), 0
+    for run in runs.values():
+        known = run.known()
+        rest = [i for i in run.found.valid if i not in known]
+        t0 = time.perf_counter()
+        results = (measurer.measure([run.found.candidates[i].replayed.mod for i in rest], reference=run.found.kernel.mod)
+                   if rest and run.default is not None else [])
+        search += time.perf_counter() - t0 + sum(known[i][1] for i in run.found.valid if i in known)
+        by_index = {i: known[i][0] for i in run.found.valid if i in known} | dict(zip(rest, results))
+        measured += len(by_index)
+        choices.append(_choice(run, [Measured(i, r) for i, r in by_index.items()], mr.tvm_target))
     lat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
-    cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=round(search, 2),
-            measurements=sum(c.valid for c in choices), source="measured in this run")
+    cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=round(search, 2), measurements=measured,
+            source="measured in this run (the candidates a selector measured reused, with their share of its "
+                   "measuring time)")
 
 
 def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, target_dir: Path) -> None:
@@ -320,9 +339,10 @@ def _baselines(cmp: Comparison, spec: str, target: TargetSpec, model_name: str, 
 
 
 def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> dict[str, float]:
-    """Median seconds of PyTorch eager (zoo models) and ONNX Runtime (zoo models exported here, or the
-    given .onnx file), with the target's thread count; a baseline that cannot run is reported, not fatal."""
-    from .baselines import median, time_onnxruntime, time_pytorch
+    """Median seconds of PyTorch eager and `torch.compile` (zoo models) and ONNX Runtime (zoo models exported
+    here, or the given .onnx file), with the target's thread count; a baseline that cannot run is reported,
+    not fatal."""
+    from .baselines import median, time_onnxruntime, time_pytorch, time_torch_compile
     log = log or (lambda m: print(m, file=sys.stderr))
     threads = int(target.config.get("num-cores", 1))
     out = {}
@@ -332,6 +352,11 @@ def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> 
             model, args = build_zoo_model(spec[4:])
             out["pytorch"] = median(time_pytorch(model, args, threads))
             out["onnxruntime"] = median(time_onnxruntime(model, args, threads))
+            try:
+                out["torch.compile"] = median(time_torch_compile(model, args, threads))
+            except Exception as err:  # Inductor needs a C++ compiler; eager and ONNX Runtime stand without it
+                log(f"warning: {model_name}: torch.compile failed: {type(err).__name__}: "
+                    f"{(str(err).splitlines() or [''])[0][:200]}")
         elif split_spec(spec)[0].lower().endswith(".onnx"):
             out["onnxruntime"] = median(_time_onnx_file(spec, threads))
     except Exception as err:
@@ -372,7 +397,7 @@ def time_to_match(methods: dict) -> dict:
     curve = scratch["curve"]
     out = {}
     for name, m in methods.items():
-        if m.get("kind") not in ("lgbm", "random", "tlp", "heuristic", "exhaustive", "refine") or not m.get("latency_s"):
+        if ("budget" not in m and m.get("kind") not in ("exhaustive", "refine")) or not m.get("latency_s"):
             continue
         hit = next((p for p in curve if p["latency_s"] and p["latency_s"] <= m["latency_s"]), None)
         if hit is not None:
@@ -415,7 +440,9 @@ def plot_compare(data: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     methods = data["methods"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for kind, style in (("lgbm", "o-"), ("random", "s--"), ("tlp", "^-"), ("heuristic", "v--")):
+    kinds = list(dict.fromkeys(m["kind"] for m in methods.values() if "budget" in m))  # the budgeted selectors
+    styles = ("o-", "s--", "^-", "v--", "<:", ">-.", "d--", "p-", "h:")
+    for kind, style in zip(kinds, styles):
         pts = sorted((m["search_s"], m["latency_s"] * 1e3, m["budget"]) for m in methods.values()
                      if m.get("kind") == kind and m.get("latency_s"))
         if pts:
@@ -428,7 +455,7 @@ def plot_compare(data: dict, path: Path) -> None:
         m = methods.get(name)
         if m and m.get("latency_s") and m.get("search_s"):
             ax.plot([m["search_s"]], [m["latency_s"] * 1e3], marker, markersize=9, label=name)
-    for name, ls in (("pytorch", "-."), ("onnxruntime", ":")):
+    for name, ls in (("pytorch", "-."), ("torch.compile", "--"), ("onnxruntime", ":")):
         m = methods.get(name)
         if m and m.get("latency_s"):
             ax.axhline(m["latency_s"] * 1e3, linestyle=ls, color="gray", label=name)
