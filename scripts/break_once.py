@@ -157,6 +157,26 @@ BREAKS = (
     Break("card-format", "the model card prints its numbers with one decimal fewer",
           "scripts/make_card.py", None, None,  # filled in below: the card's latency format
           ("tests/test_figures.py::test_card_and_transfer_figures_reproduce_the_committed_files",)),
+    Break("budget-beside", "rule tiles are measured beside the default on top of the budget",
+          "recommender/transfer/kernel.py",
+          "    mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]",
+          "    picked = picked + [i for i in found.valid if measure_default and 'rule' in found.candidates[i].source.model"
+          " and i not in picked][:2]\n"
+          "    mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]",
+          ("tests/test_transfer.py::test_top2_per_kernel_measures_two_candidates_and_writes_the_fastest_measured_trace",)),
+    Break("no-gain-decay", "a total budget's k-th measurement of a kernel counts its whole gain, not gain / k",
+          "recommender/transfer/selection.py", "heapq.heappush(heap, (-k.gain / (n + 1), i))",
+          "heapq.heappush(heap, (-k.gain / 2, i))",
+          ("tests/test_selection.py::test_the_kth_measurement_of_a_kernel_is_worth_its_gain_over_k",)),
+    Break("lomo-leak", "a leave-one-model-out fold trains on the held-out model's kernels and donors",
+          "training/evaluate.py", "        plain, held_out = leave_model_out(rows, model)",
+          "        plain, held_out = rows, leave_model_out(rows, model)[1]",
+          ("tests/test_evaluate.py::test_no_fold_trains_on_its_held_out_model_as_target_or_as_donor",)),
+    Break("lomo-donor-leak", "leave_model_out keeps the held-out model's schedules as donors",
+          "training/dataset.py", "    train = [r for r in rows if r.target_model != model and r.source_model != model]",
+          "    train = [r for r in rows if r.target_model != model]",
+          ("tests/test_evaluate.py::test_no_fold_trains_on_its_held_out_model_as_target_or_as_donor",
+           "tests/test_evaluate.py::test_leave_model_out_keeps_the_model_out_of_training_as_target_and_as_source")),
 )
 
 

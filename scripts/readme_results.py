@@ -84,12 +84,46 @@ def model_row(data: dict, budgets: list[int]) -> list[str]:
     return cells
 
 
+def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT) -> str:
+    """Comparisons of one pool under one budget (compare.json with a `rule_space` in its pool): the goals line
+    and every selector at every budget (recommender.compare.summary)."""
+    _imports(root)
+    from recommender.compare.summary import budget_table, goals, model_summary
+    summaries = [model_summary(d) for d in datas]
+    g = goals(summaries, k=2)
+    pools = sorted({(d["pool"].get("top_n"), d["pool"].get("cap"), d["pool"]["rule_space"]) for d in datas})
+    q = ", ".join(f"{m} {v:.3f}" for m, v in g["lgbm_q"].items() if v)
+    text = (f"One pool per kernel (donors: top-n {', '.join(str(p[0]) for p in pools)}, cap "
+            f"{', '.join(str(p[1]) for p in pools)}; rule space {', '.join(str(p[2]) for p in pools)} instances), "
+            f"one budget: each selector measures its first k per kernel, a failed one included, every method of a "
+            f"model timed in one run ({', '.join(sorted({d['date'] for d in datas}))}, "
+            f"{', '.join(sorted({str(d['threads']) for d in datas}))} threads). Geometric means over "
+            f"{', '.join(g['models'])}: today's fixed tiles alone / exhaustive replay of the pool "
+            f"{g['fixed_alone_over_exhaustive']}x; at k=2, random (median of its seeds) / lgbm "
+            f"{g['random_over_lgbm']}x and tiles-then-donors / lgbm {g['tiles_then_donors_over_lgbm']}x; lgbm k=2's "
+            f"Q against exhaustive: {q or '-'}, its search time at most {g['lgbm_search_share']:.0%} of "
+            f"exhaustive's; models where lgbm k=2 is slower than random: "
+            f"{', '.join(g['models_where_lgbm_is_slower_than_random']) or 'none'}.")
+    parts = [wrap(text), "", budget_table(summaries).rstrip(), "",
+             "Per-model tables: " + ", ".join(f"[{d['model']}]({f.parent.relative_to(root)}/compare.md)"
+                                              for d, f in zip(datas, files)) + ".", ""]
+    for d, f in zip(datas, files):
+        png = f.parent / "compare.png"
+        if png.exists():
+            parts.append(f"![{d['model']}: latency against search time]({png.relative_to(root)})")
+    return wrap_block("\n".join(parts).rstrip() + "\n")
+
+
 def render_compare(target_dir: Path, root: Path = ROOT) -> str:
-    """One target's comparisons (every compare/<model>/compare.json), '' where it has none."""
+    """One target's comparisons (every compare/<model>/compare.json), '' where it has none; those of one pool
+    under one budget get their own table (`render_pool_compare`)."""
     files = sorted((target_dir / "compare").glob("*/compare.json"))
     if not files:
         return ""
     datas = [json.loads(f.read_text()) for f in files]
+    pooled = [(d, f) for d, f in zip(datas, files) if "rule_space" in d.get("pool", {})]
+    if pooled:
+        return render_pool_compare([d for d, _ in pooled], [f for _, f in pooled], root)
     budgets = sorted({b for d in datas for b in d["budgets"]})
     threads = sorted({d["threads"] for d in datas})
     parts = [f"Measured with {', '.join(map(str, threads))} threads on {', '.join(sorted({d['date'] for d in datas}))}. "

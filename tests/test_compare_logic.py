@@ -81,3 +81,27 @@ def test_expected_gain_scales_source_latency_by_flops_and_weight():
     gain = expected_gain(k, [_row(0.01), _row(0.03), _row(0.02)], {("b", "s"): 1e9})
     assert gain == pytest.approx(3 * 0.02 * 2)  # weight x median(source latency x FLOP ratio)
     assert expected_gain(k, [_row(0.01, kernel="unknown")], {}) == pytest.approx(3 * 2e9 / 1e9)
+
+
+def _method(kind, k, ms, n, search=10.0):
+    return {"kind": kind, "budget": k, "latency_s": ms / 1e3, "measurements": n, "search_s": search}
+
+
+def test_the_pool_summary_folds_random_seeds_into_their_median_and_states_the_goals():
+    from recommender.compare.summary import budget_table, goals, model_summary
+    methods = {f"{kind}-k{k}": _method(kind, k, ms, n) for kind, k, ms, n in (
+        ("lgbm", 2, 10.0, 20), ("random@0", 2, 12.0, 20), ("random@1", 2, 15.0, 20), ("random@2", 2, 11.0, 20),
+        ("fixed-tiles", 2, 13.0, 16), ("fixed-tiles", 5, 12.5, 30), ("tiles-then-donors", 2, 12.0, 20))}
+    methods["exhaustive"] = {"kind": "exhaustive", "latency_s": 0.0095, "search_s": 400.0, "measurements": 900}
+    methods["onnxruntime"] = {"kind": "onnxruntime", "latency_s": 0.009, "search_s": 0.0}
+    s = model_summary({"model": "m", "target_key": "llvm-x-2c", "methods": methods, "pool": {"rule_space": 32}})
+    rnd = s["selectors"]["random"][2]
+    assert rnd["latency_s"] == 0.012 and rnd["seeds"] == 3  # the median of 11, 12 and 15 ms
+    assert s["q"]["lgbm"][2] == 0.95 and s["fixed_alone_s"] == 0.0125  # fixed tiles at their largest budget
+    g = goals([s], k=2)
+    assert g["random_over_lgbm"] == 1.2 and g["tiles_then_donors_over_lgbm"] == 1.2
+    assert g["fixed_alone_over_exhaustive"] == round(12.5 / 9.5, 3) and g["lgbm_search_share"] == 0.025
+    assert g["models_where_lgbm_is_slower_than_random"] == []
+    table = budget_table([s])
+    assert "| m | lgbm | 10.00 (0.95, 20) | - |" in table and "random (median of 3 seeds)" in table
+    assert "onnxruntime 9.00 ms" in table
