@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from recommender.cli.options import RULE_SPACE
 from recommender.bank.store import bank_models, read_meta, unpack
 from recommender.target.folders import repo_models_dir
 from recommender.compare.baselines import interleaved, median, onnxruntime_timer, pytorch_timer, worst_stalls
@@ -110,8 +111,8 @@ def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, 
     out_dir = root / "latency" / name
     run_file, report_file = out_dir / "run.json", out_dir / "report.json"
     run = read_json(run_file) if run_file.exists() else None
-    if run is not None and (fresh or (run.get("per_kernel"), run.get("cap"), run.get("tune_missing", 0))
-                            != (k, cap, tune_missing)):
+    if run is not None and (fresh or (run.get("per_kernel"), run.get("cap"), run.get("tune_missing", 0),
+                                      run.get("rule_space", 0)) != (k, cap, tune_missing, RULE_SPACE)):
         shutil.rmtree(out_dir)  # a run with other settings, or asked for: searched again
         run = None
     if report_file.exists() and (out_dir / "database").is_dir():
@@ -123,7 +124,7 @@ def schedrec_output(name: str, spec: str, target, root: Path, k: int, cap: int, 
     selector = recommenders.for_model(name)
     report = budgeted_transfer(spec, target, root / "bank", out_dir, selector, per_kernel=k, cap=cap,
                                untuned=False, recommender=selector.name, tune_missing=tune_missing,
-                               settings=replace(MeasureSettings(), fast_math=search_fast_math))
+                               rule_space=RULE_SPACE, settings=replace(MeasureSettings(), fast_math=search_fast_math))
     return out_dir / "database", report
 
 
@@ -233,6 +234,7 @@ def main() -> None:
                 t = report["totals"]
                 row["schedrec"] = {
                     "per_kernel": args.k, "cap": args.cap, "tune_missing": args.tune_missing,
+                    "rule_space": report.get("rule_space", 0), "measured_by_kind": t.get("measured_by_kind"),
                     "kernels_short_tuned": t.get("kernels_short_tuned", 0), "selector": report["selector"],
                     "left_out": report["excluded_models"], "search_s": t["search_s"],
                     "flop_coverage_transferred": t["flop_coverage_transferred"],

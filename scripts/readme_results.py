@@ -423,6 +423,11 @@ def render_headline(root: Path = ROOT) -> str:
              f"come from its own run (`models/{key}/heldout/<model>/report.json`), not timed side by side with the "
              "other columns. The CPU is the one whose latency table holds the latest date; the other CPUs' pages "
              "are linked below."]
+    old = [name for name, r in held.items() if "rule_space" not in (r.get("schedrec") or {})]
+    if old:
+        notes.append(f"{', '.join(old)}: recorded before one pool and one budget, when the rules' fixed tiles were "
+                     "measured beside each kernel's default on top of the budget; the `schedrec compare` runs on each "
+                     "CPU's page measure within it.")
     notes += [f"{name}: {text}" for name, r in held.items() if (text := caveat(r))]
     return "\n".join(lines) + "\n\n" + "\n".join(wrap(n) for n in notes)
 

@@ -138,10 +138,10 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
 
 def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None]) -> dict:
     """Rankers fitted on every matrix row, scored on the exhaustive replays of models outside the bank
-    (`<target>/heldout/<model>/candidates.jsonl.gz`), over their donor candidates only: the kernel's own
-    schedules (the tile and loop rules', design-space samples; match SAMPLED) are measured whatever the
-    ranking, and the matrix the rankers learn from has none, so ranking them would score what no selection
-    decides (on llvm-znver5-2c's resnet50 the conv rule's tiles were the best candidate of 23 of 25 kernels)."""
+    (`<target>/heldout/<model>/candidates.jsonl.gz`), over their donor candidates only: those replays hold the
+    rules' fixed tiles alone, not the rule space a pool ranks now, so their rule rows would score a choice among
+    today's few tiles (on llvm-znver5-2c's resnet50 the conv rule's tiles were the best candidate of 23 of 25
+    kernels); `schedrec compare` scores the whole pool."""
     from recommender.core.row_files import read_rows
     from recommender.core.rows import SAMPLED
     files = sorted((data.target_dir / "heldout").glob("*/candidates.jsonl.gz"))
