@@ -169,3 +169,18 @@ def test_a_kernels_match_is_where_its_replayed_schedules_came_from():
     assert kernel_match([("class", True), ("sampled", True)]) == "class"  # samples after the donors lost
     assert kernel_match([("class", False), ("anchor", False)]) == "anchor"
     assert kernel_match([("class", False)]) == "class" and kernel_match([]) is None
+
+
+def test_the_heuristic_selector_reads_the_columns_it_is_built_for(tmp_path):
+    """`--selector heuristic` (and the restricted baselines over it) orders by the source record's rank first:
+    a heuristic built without the featurizer's names read other columns (the kernel kind flags) and kept the
+    pool order."""
+    from recommender.transfer.recommend import load_selector
+    from recommender.transfer.selection import ranked
+    rows = tuple(CandidateRow(target_model="m", target_kernel="k", class_key="matmul/s2r1:@matmul", match="class",
+                              status="ok", source_model=f"d{i}", source_kernel="k", source_rank=rank,
+                              target_args=(((4, 4), "float32"),), flops=128.0, trace=[[], []])
+                 for i, rank in enumerate((2, 0, 1)))
+    pool = KernelCandidates(("m", "k"), rows)
+    assert ranked(load_selector("heuristic", tmp_path, tmp_path), pool) == [1, 2, 0]
+    assert ranked(load_selector("donors", tmp_path, tmp_path), pool) == [1, 2, 0]

@@ -38,8 +38,9 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
             raise SchedrecError(f"no trained {name} ranker in {display_path(folder)}: train one with "
                                 f"`schedrec train --target-key {Path(recommender_dir).name} --ranker {name}`")
         ranker = cls.load(folder, feature_version=featurizer.version)
-    else:
-        ranker = cls()
+    else:  # a baseline: built for this featurizer's columns (the heuristic reads three of them by name)
+        from training.evaluate import make_ranker
+        ranker = make_ranker(name, featurizer)
     return Ranked(ranker, featurize_for(featurizer, cls.feature_set))
 
 
