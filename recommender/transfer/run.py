@@ -52,7 +52,7 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
 
 
 # settings that runs recorded before they existed ran with: such a run resumes under these values only
-ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False, "fast_math": False}
+ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False, "fast_math": False, "rule_space": 0}
 
 
 def check_run(path: Path, run: dict) -> None:
