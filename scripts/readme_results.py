@@ -651,11 +651,26 @@ def rule_space_line(path: Path, root: Path) -> str:
             + f"(`{p['command']}`, `{path.relative_to(root)}`).")
 
 
+def space_ranking_line(path: Path, root: Path) -> str:
+    p = json.loads(path.read_text())
+    pooled = p["pooled"]
+    rnd = sorted(v["q1"] for n, v in pooled.items() if n.startswith("random@"))
+    models = ", ".join(f"{m} {v['lgbm']['q1']:.2f} vs {v['tiles-then-donors']['q1']:.2f}" for m, v in p["models"].items())
+    return (f"- Ranking a pool that holds the rule's space, offline, leave-one-model-out ({p['date']}): over "
+            f"{pooled['lgbm']['kernels']} rule-space kernels, q@1 (mean over kernels of best / latency of the top-1) "
+            f"lgbm {pooled['lgbm']['q1']}, tiles-then-donors (the fixed tiles first, then the donors by the heuristic) "
+            f"{pooled['tiles-then-donors']['q1']}, random {rnd[len(rnd) // 2]} (median of {len(rnd)} seeds); q@3 "
+            f"{pooled['lgbm']['q3']} / {pooled['tiles-then-donors']['q3']}; weighted top-1 {pooled['lgbm']['top1']} / "
+            f"{pooled['tiles-then-donors']['top1']}. Per held-out model, q@1 lgbm vs tiles-then-donors: {models} "
+            f"(`{p['command']}`, `{path.relative_to(root)}`).")
+
+
 PROBES: dict[str, Callable[[Path, Path], str]] = {
     "loop_rules.json": loop_rules_line, "pad_copy.json": pad_copy_line, "measurer_vs_stock.json": measurer_line,
     "agreement_probe.json": agreement_line, "build_cost_probe.json": build_cost_line,
     "ranking_speed.json": ranking_speed_line, "bank_records_ablation.json": bank_records_line,
     "denormal_probe.json": denormal_line, "pack_weights.json": pack_weights_line, "rule_space.json": rule_space_line,
+    "space_ranking.json": space_ranking_line,
 }
 # files the target_summary block already cites
 SUMMARIZED = {"conv_rules", "matmul_rules", "peak_gflops", "cross_target_ranking", "onnx_coverage", "unseen_onnx",
