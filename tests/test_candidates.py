@@ -104,7 +104,8 @@ def test_leave_one_model_out_and_cap(bank_and_new_model):
 
 
 def _replay_argv(bank, new_path, out) -> list[str]:
-    return ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--out", str(out)]
+    return ["replay", "--model", new_path, "--bank", str(bank), "--top-n", "2", "--repeat", "3", "--rule-space", "6",
+            "--out", str(out)]
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +139,11 @@ def test_exhaustive_replay_cli_writes_report_database_and_a_faster_model(bank_an
     rows = [r.to_json() for r in read_rows(out / "candidates.jsonl.gz")]
     assert len(rows) == t["kernels"] + t["candidates"]  # every candidate and every default schedule
     assert {r["target_kernel"] for r in rows} == {k["kernel"] for k in report["kernels"]}
+    # the whole pool: the rule's fixed tiles and instances of its wider space, every one measured
+    assert report["rule_space"] == 6
+    rule = [r for r in rows if (r.get("knobs") or {}).get("fixed") is not None]
+    assert any(r["knobs"]["fixed"] for r in rule) and any(not r["knobs"]["fixed"] for r in rule)
+    assert all(r["status"] != "not_measured" for r in rows if r["match"] != "default")
 
 
 def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_model, target):
@@ -199,7 +205,7 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     t = second["totals"]
     assert t["records_written"] >= 1 and t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
     capsys.readouterr()
-    assert main(argv[:-4] + ["--top-n", "1", "--out", str(out)]) == 2
+    assert main(argv[:-2] + ["--top-n", "1", "--out", str(out)]) == 2
     assert "other settings (top_n)" in capsys.readouterr().err
     # the run was measured with vectorized exp/erf (the default); libm's would be other measurements
     assert json.loads((out / "run.json").read_text())["fast_math"] is True

@@ -242,6 +242,3 @@ def test_a_rule_space_matrix_measures_the_template_s_instances_beside_the_donors
         assert all(len(t) == 3 for t in tiles) and len({json.dumps(t) for t in tiles}) == len(mine)
     assert any(r.source_model == "donor" for r in rows) and any(r.is_default for r in rows)
 
-def test_rule_space_is_a_matrix_option(bank2, capsys):
-    assert _cli("--rule-space", "6", "--model", "zoo:resnet18", "--bank", str(bank2)) == 2
-    assert "--rule-space builds a transfer matrix: use it with --all-pairs" in capsys.readouterr().err

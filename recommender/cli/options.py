@@ -199,16 +199,15 @@ def matrix_resume(sp: argparse.ArgumentParser) -> None:
 RULE_SPACE = 32  # a pool's rule-space instances per kernel, fixed before any run that ranks them
 
 
-def rule_space(sp: argparse.ArgumentParser, matrix: bool = False) -> None:
-    """The rule space: in a matrix, which kernels and how many instances to measure; in a pool, its size."""
-    if matrix:
-        default, text = 0, ("only the kernels a tile rule applies to, each with up to N instances of the rule's "
-                            "template measured beside its donors, the fixed tiles first (default folder: "
-                            "models/<target-key>/space). 0: donors only (default)")
-    else:
-        default, text = RULE_SPACE, ("up to N instances of the kernel's tile-rule template join its pool, the rule's "
-                                     "fixed tiles first; 0: the fixed tiles alone, on kernels of 2 MFLOP or more "
-                                     f"({RULE_SPACE})")
+def rule_space(sp: argparse.ArgumentParser, use: str = "pool") -> None:
+    """The rule space: in a matrix ("matrix"), which kernels and how many instances to measure; in a pool
+    ("pool"), its size; "replay" takes both (the matrix's with --all-pairs, else the pool's)."""
+    matrix = ("only the kernels a tile rule applies to, each with up to N instances of the rule's template measured "
+              "beside its donors, the fixed tiles first (default folder: models/<target-key>/space); 0: donors only")
+    pool = (f"up to N instances of the kernel's tile-rule template join its pool, the rule's fixed tiles first; 0: the "
+            f"fixed tiles alone, on kernels of 2 MFLOP or more")
+    default, text = {"matrix": (0, f"{matrix} (default)"), "pool": (RULE_SPACE, f"{pool} ({RULE_SPACE})"),
+                     "replay": (None, f"with --all-pairs: {matrix} (default); else: {pool} ({RULE_SPACE})")}[use]
     sp.add_argument("--rule-space", type=int_at_least(0, "an instance count", "0 or more"), default=default,
                     metavar="N", help=text)
 

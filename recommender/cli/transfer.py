@@ -16,12 +16,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..measure import MeasureSettings
     from ..target.spec import parse_target
     from ..transfer import exhaustive_replay
+    from ..transfer.budgeted import knob_text
     target = parse_target(args.target)
     if args.add_donors and not args.all_pairs:
         raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
-    if args.rule_space and not args.all_pairs:
-        raise SchedrecError("--rule-space builds a transfer matrix: use it with --all-pairs")
     if args.all_pairs:
+        args.rule_space = args.rule_space or 0
         return replay_all_pairs(args, target, own_folder(args, target.key))
     bank_dir, _ = donor_folders(args, target.key, with_recommender=False)
     if not args.model:
@@ -30,7 +30,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report = exhaustive_replay(args.model, target, bank_dir, out_dir, top_n=args.top_n or 1,
                                exclude_models=options.names_list(args.exclude_models), cap=args.cap,
                                settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
-                               anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure)
+                               anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
+                               rule_space=options.RULE_SPACE if args.rule_space is None else args.rule_space)
     rows = []
     for k in report["kernels"]:
         chosen = k["chosen"]
@@ -38,7 +39,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                      ",".join(f"{r}:{n}" for r, n in k["failures"].items()) or "-",
                      f"{k['default_s'] * 1e3:.3f}" if k["default_s"] else "-",
                      f"{k['latency_s'] * 1e3:.3f}" if k["latency_s"] else "-",
-                     f"{chosen['source_model']}/{chosen['rank']}" if chosen else "default"])
+                     f"{chosen['source_model']}/{chosen['rank']} {knob_text(chosen.get('knobs'))}".rstrip()
+                     if chosen else "default"])
     print_table(rows, ["kernel", "kind", "cands", "valid", "failures", "default ms", "chosen ms", "source"])
     t = report["totals"]
     tuned, untuned = t["model_latency_tuned_s"], t["model_latency_untuned_s"]
@@ -158,7 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(r, top_n=None, cap=None, top_n_note="1; 3 with --all-pairs", cap_note="none; 48 with --all-pairs")
     options.repeat(r)
     options.matrix_resume(r)
-    options.rule_space(r, matrix=True)
+    options.rule_space(r, use="replay")
     options.out(r, "out/replay/<model>")
     options.exact_math(r)
     r.set_defaults(func=cmd_replay)
@@ -170,7 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.pool(mx)
     options.repeat(mx)
     options.matrix_resume(mx)
-    options.rule_space(mx, matrix=True)
+    options.rule_space(mx, use="matrix")
     options.out(mx, "models/<target-key>/transfer")
     options.exact_math(mx)
     mx.set_defaults(func=cmd_matrix)

@@ -22,13 +22,14 @@ from .run import check_run, finish, open_model, totals
 def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
                       exclude_models: tuple[str, ...] = (), cap: int | None = None,
                       settings: MeasureSettings | None = None, anchor_fallback: bool = True,
-                      remeasure: tuple[str, ...] = ()) -> dict:
-    """Transfer-tune a model by exhaustive replay of the bank; returns (and writes) the report. A resumed
-    run measures again the kernels that have a candidate whose status is in `remeasure`."""
+                      remeasure: tuple[str, ...] = (), rule_space: int = 0) -> dict:
+    """Transfer-tune a model by exhaustive replay of its whole pool (the bank's donors, and up to `rule_space`
+    instances of each kernel's tile-rule template, or its fixed tiles alone with 0); returns (and writes) the
+    report. A resumed run measures again the kernels that have a candidate whose status is in `remeasure`."""
     mr = open_model(spec, target, bank_dir, exclude_models)
     run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-           "fast_math": (settings or MeasureSettings()).fast_math}
+           "fast_math": (settings or MeasureSettings()).fast_math, "rule_space": rule_space}
     with locked(out_dir, f"replay {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)
@@ -36,14 +37,14 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
             choices = list(drive(
                 mr.kernels, rows, mr.model.name, name=lambda k: k.name,
                 step=lambda k: transfer_kernel(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,
-                                               anchor_fallback),
+                                               anchor_fallback, rule_space=rule_space),
                 resume=lambda k, saved: choice_from_rows(k, saved, mr.tvm_target),
                 pause_dir=bank_dir, desc=f"replay {mr.model.name}"))
             timing = finish(choices, mr, measurer, out_dir)
     report = {
         "model": mr.model.name, "spec": spec, "target_key": target.key, "bank": display_path(bank_dir),
         "bank_models": mr.index.models, "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap,
-        "anchor_fallback": anchor_fallback,
+        "anchor_fallback": anchor_fallback, "rule_space": rule_space,
         "kernels": [c.to_json() for c in choices],
         "totals": totals(choices, mr.kernels, timing, mr.import_s),
     }
