@@ -419,3 +419,43 @@ def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tm
     assert set(data["time_to_match"]) >= {"lgbm-k1", "exhaustive"}
     assert (out / "compare.md").read_text().count("\n| ") >= len(m)
     assert (out / "compare.png").stat().st_size > 10_000
+
+
+def test_a_finished_run_is_filed_in_the_bank_with_its_checked_measurements_only(bank_and_onnx, k2_run, tmp_path,
+                                                                                  target, capsys):
+    """bank add-run: every kernel measured beside its default becomes a tuned kernel of a new bank model, its
+    valid measured candidates its records (what the bank reads and replays like a tuning run's); a run of
+    another CPU, a name the bank has and a held-out model are refused, and nothing is written then."""
+    import shutil
+
+    from recommender.bank.add_run import add_run
+    from recommender.bank.store import read_meta, read_records
+    from recommender.cli import main
+    from recommender.core.errors import BankError
+    from recommender.transfer.candidates import BankIndex
+    bank, _ = bank_and_onnx
+    mine = tmp_path / "models" / target.key / "bank"
+    shutil.copytree(bank, mine)
+    out = k2_run[0]
+    rows = read_rows(out / "candidates.jsonl.gz")
+    measured = {r.target_kernel for r in rows if r.is_default and r.ok}
+    want = [r for r in rows if not r.is_default and r.ok and r.target_kernel in measured]
+    assert main(["bank", "add-run", str(out), "--bank", str(mine), "--name", "wide_run"]) == 0
+    assert "added wide_run" in capsys.readouterr().out
+    meta = read_meta(mine / "wide_run")
+    workloads, records = read_records(mine / "wide_run")
+    assert meta["target_key"] == target.key and len(records) == len(want) and all(r.ok for r in records)
+    assert set(meta["kernels"]) == {r.target_kernel for r in want} and len(workloads) == len(meta["kernels"])
+    assert sorted(r.latency for r in records) == pytest.approx(sorted(r.latency_s for r in want))
+    index = BankIndex(mine)  # the bank reads it: its kernels, classes and records, fastest first
+    assert {k.name for k in index.kernels["wide_run"]} == set(meta["kernels"])
+    assert all(k.sources and k.best_s == min(s.latency_s for s in k.sources) for k in index.kernels["wide_run"])
+    before = sorted(p.name for p in mine.iterdir())
+    with pytest.raises(BankError, match="already has a model named wide_run"):
+        add_run(out, mine, target.key, target.config, "wide_run")
+    with pytest.raises(BankError, match="measured on"):
+        add_run(out, mine, "llvm-other-2c", target.config, "elsewhere")
+    (mine.parent / "heldout" / "wide_again").mkdir(parents=True)
+    with pytest.raises(BankError, match="held-out"):
+        add_run(out, mine, target.key, target.config, "wide_again")
+    assert sorted(p.name for p in mine.iterdir()) == before

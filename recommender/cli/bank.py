@@ -1,4 +1,4 @@
-"""`schedrec bank tune | import | info`: the bank of tuning records."""
+"""`schedrec bank tune | import | add-run | info`: the bank of tuning records."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +36,17 @@ def cmd_bank_import(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     s = import_workdir(Path(args.work_dir), own_folder(args, target.key), args.name, target.key, target.config)
     print(f"imported {s['model']}: {s['workloads']} workloads, {s['records']} records ({s['valid_records']} valid)")
+    return 0
+
+
+def cmd_bank_add_run(args: argparse.Namespace) -> int:
+    """File a finished transfer or replay run's measured candidates in this CPU's bank as a model of its own."""
+    from ..bank.add_run import add_run
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    s = add_run(Path(args.run_dir), own_folder(args, target.key), target.key, target.config, args.name)
+    print(f"added {s['model']}: {s['tuned_kernels']} kernels, {s['records']} measured records -> "
+          f"{own_folder(args, target.key) / s['model']}")
     return 0
 
 
@@ -95,10 +106,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
     bi.add_argument("work_dir", metavar="DIR", help="a MetaSchedule work dir with its two database files")
-    bi.add_argument("--name", required=True, help="the model name to file it under")
+    options.bank_name(bi, required=True)
     options.target(bi)
     options.bank(bi)
     bi.set_defaults(func=cmd_bank_import)
+
+    ba = bsub.add_parser("add-run", help=cmd_bank_add_run.__doc__, description=cmd_bank_add_run.__doc__)
+    ba.add_argument("run_dir", metavar="DIR", help="the output folder of a finished `schedrec transfer` or `replay`")
+    options.bank_name(ba, required=False)
+    options.target(ba)
+    options.bank(ba)
+    ba.set_defaults(func=cmd_bank_add_run)
 
     bn = bsub.add_parser("info", help=cmd_bank_info.__doc__, description=cmd_bank_info.__doc__)
     options.target(bn)

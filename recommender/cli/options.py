@@ -212,6 +212,11 @@ def rule_space(sp: argparse.ArgumentParser, use: str = "pool") -> None:
                     metavar="N", help=text)
 
 
+def bank_name(sp: argparse.ArgumentParser, required: bool) -> None:
+    sp.add_argument("--name", required=required,
+                    help="the model name to file it under" + ("" if required else " (default: the run's model)"))
+
+
 def out(sp: argparse.ArgumentParser, default: str) -> None:
     sp.add_argument("--out", metavar="DIR", help=f"output folder (default: {default})")
 

@@ -1,0 +1,109 @@
+"""A bank that learns from every run: a transfer, replay or matrix run's measured candidates filed in the bank as
+a model of their own (Lorien-style accumulation), so that the next transfer and the next training run on this
+CPU can use what that run measured.
+
+Only what the run checked and timed goes in: each kernel whose default was measured, and each candidate whose
+output matched the unscheduled kernel's and that has a latency (a candidate a budget-0 run only checked ran
+once and is left out). The records are MetaSchedule tuning records (the candidate's replayed trace, its
+timings, the target, the kernel's arguments) under the kernel's workload as the run recorded it, so the bank
+reads, replays and resumes them like the records of `schedrec bank tune`. Refused: a run measured on another
+CPU than the bank's, a name the bank already has, and a model of this CPU's held-out sets (it would stop
+being held out without anyone noticing).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from featurize.trace_schema import MalformedTrace, check_trace
+
+from ..core.errors import BankError
+from ..core.fileio import read_json
+from ..core.row_files import read_rows
+from ..core.rows import OK, CandidateRow
+from .info import model_summary
+from .store import META_FILE, RECORD_FILE, WORKLOAD_FILE, locked, pack, write_meta
+
+
+def held_out_names(target_dir: Path) -> set[str]:
+    """The models this CPU keeps out of its bank: its held-out replays, its comparisons and the held-out rows of
+    its latency table."""
+    names = {p.name for kind in ("heldout", "compare") if (target_dir / kind).is_dir()
+             for p in (target_dir / kind).iterdir() if p.is_dir()}
+    latency = target_dir / "latency.json"
+    if latency.exists():
+        names |= {n for n, r in read_json(latency).items() if isinstance(r, dict) and r.get("kind") == "held-out"}
+    return names
+
+
+def run_records(rows: list[CandidateRow], target: dict) -> tuple[list, list, dict]:
+    """(workload JSON values, record JSON values, kernels of meta.json) from a run's rows: every kernel whose
+    default was measured and its valid measured candidates."""
+    by_kernel: dict[str, list[CandidateRow]] = defaultdict(list)
+    for r in rows:
+        by_kernel[r.target_kernel].append(r)
+    workloads, records, kernels = [], [], {}
+    for name, rs in by_kernel.items():
+        default = next((r for r in rs if r.is_default), None)
+        if default is None or default.workload is None or not default.ok:
+            continue  # not measured beside its default (a check-only kernel), or no workload recorded
+        good = [r for r in rs if not r.is_default and r.status == OK and r.latency_s and r.trace and r.costs]
+        if not good:
+            continue
+        args_info = [["TENSOR", dtype, list(shape)] for shape, dtype in default.target_args]
+        wi = len(workloads)
+        workloads.append(default.workload)
+        for r in good:
+            try:
+                check_trace(r.trace)
+            except MalformedTrace as err:
+                raise BankError(f"kernel {name}: a candidate's trace is malformed: {err}") from None
+            records.append([wi, [r.trace, list(r.costs), target, args_info]])
+        kernels[name] = {"name": name, "weight": default.weight, "flops": default.flops,
+                         "kind": default.class_key.split("/")[0], "class_key": default.class_key,
+                         "args": [{"shape": list(s), "dtype": d} for s, d in default.target_args],
+                         "flop_share": None, "tuned": True, "status": "done", "trials": len(good),
+                         "valid": len(good), "best_s": min(r.latency_s for r in good),
+                         "default_s": default.latency_s, "seconds": 0.0}
+    return workloads, records, kernels
+
+
+def add_run(run_dir: Path, bank_dir: Path, target_key: str, target: dict, name: str | None = None) -> dict:
+    """File the run in `run_dir` (its run.json and candidates.jsonl.gz) in the bank `bank_dir` of `target_key`
+    as model `name` (default: the run's model); returns the new model's summary."""
+    run_file, rows_file = run_dir / "run.json", run_dir / "candidates.jsonl.gz"
+    for f in (run_file, rows_file):
+        if not f.is_file():
+            raise BankError(f"{run_dir} is not a finished transfer or replay folder: {f.name} is missing")
+    run = read_json(run_file, error=BankError)
+    if run.get("target_key") != target_key:
+        raise BankError(f"{run_dir} was measured on {run.get('target_key')!r}, not {target_key!r}: its timings "
+                        f"would mislead this CPU's rankers; add it to the bank of {run.get('target_key')}")
+    name = name or run.get("model")
+    if not name:
+        raise BankError(f"{run_file} names no model: give --name")
+    held = held_out_names(bank_dir.parent)
+    if name in held:
+        raise BankError(f"{name} is one of {target_key}'s held-out models (models/{target_key}/heldout, compare or "
+                        f"latency.json): filed in the bank it would stop being held out")
+    folder = bank_dir / name
+    if (folder / META_FILE).exists():
+        raise BankError(f"the bank already has a model named {name} ({folder}); give another --name")
+    workloads, records, kernels = run_records(read_rows(rows_file), target)
+    if not records:
+        raise BankError(f"{run_dir} holds no measured, output-checked candidate beside a measured default")
+    with tempfile.TemporaryDirectory() as scratch:
+        for file, lines in ((WORKLOAD_FILE, workloads), (RECORD_FILE, records)):
+            with open(Path(scratch) / file, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(x) + "\n" for x in lines)
+        bank_dir.mkdir(parents=True, exist_ok=True)
+        with locked(folder, f"bank add-run {name}"):
+            pack(scratch, folder)
+            write_meta(folder, {"model": name, "spec": run.get("spec", ""), "target": target, "target_key": target_key,
+                                "source": {"run": str(run_dir), "selector": run.get("selector"),
+                                           "per_kernel": run.get("per_kernel"), "budget": run.get("budget")},
+                                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernels": kernels})
+    return model_summary(folder)
