@@ -50,6 +50,10 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
         (["kernels", str(celu)], "not supported by the TVM Relax frontend: Celu"),
         (["kernels", str(tmp_path / "model.txt")], "model file not found"),
         (["kernels", "zoo:bert_tiny", "--target", '{"kind": "cuda"}'], "targets CPUs"),
+        (["transfer", "--model", "zoo:bert_tiny", "--budget", "1", "--out", str(tmp_path / "t"),
+          "--target", '{"kind": "llvm", "mcpu": "nosuchcpu", "num-cores": 2}'], "LLVM knows no CPU 'nosuchcpu'"),
+        (["transfer", "--model", "zoo:bert_tiny", "--budget", "1", "--out", str(tmp_path / "t"),
+          "--target", '{"kind": "llvm", "mcpu": "znver4"}'], 'needs "num-cores"'),
     ]
     (tmp_path / "model.bin").write_text("x")
     cases.append((["kernels", str(tmp_path / "model.bin")], "unrecognised model spec"))
@@ -59,6 +63,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
         err_lines = [ln for ln in err.splitlines() if ln.startswith("schedrec:")]
         assert len(err_lines) == 1 and message in err_lines[0], (argv, err)
         assert "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "t").exists()  # a target refused before any work leaves no output folder
 
 
 def test_debug_flag_shows_the_traceback(tmp_path):

@@ -42,10 +42,15 @@ def test_key_names_cross_compile_triple():
     ('{"kind": "cuda"}', "targets CPUs"),
     ('[1, 2]', "must be an object"),
     ("/nonexistent/target.json", "no such file"),
+    ('{"kind": "llvm", "mcpu": "nosuchcpu", "num-cores": 2}', "LLVM knows no CPU 'nosuchcpu'"),
+    ('{"kind": "llvm", "mcpu": "znver9", "num-cores": 2}', "nearest: .*znver"),
+    ('{"kind": "llvm", "mcpu": "znver4"}', 'needs "num-cores"'),
+    ('{"kind": "llvm", "mcpu": "znver4", "num-cores": 0}', "1 or more"),
 ])
-def test_bad_targets(spec, message):
+def test_bad_targets(spec, message, capfd):
     with pytest.raises(TargetError, match=message):
         parse_target(spec)
+    assert "not valid" not in capfd.readouterr().err  # refused before LLVM warns of a CPU it does not know
 
 
 def test_avx512_cpus_get_the_no_gather_target_and_others_do_not():

@@ -118,9 +118,34 @@ def parse_target(spec: str | None) -> TargetSpec:
         raise TargetError('target JSON must be an object with a "kind", e.g. {"kind": "llvm", "mcpu": "znver3"}')
     if config["kind"] != "llvm":
         raise TargetError(f"schedrec targets CPUs: target kind must be 'llvm', got {config['kind']!r}")
+    check_llvm_config(config)
     t = TargetSpec(config)
     t.tvm()  # validate early
     return t
+
+
+def check_llvm_config(config: dict) -> None:
+    """Refuse, in one line each and before TVM sees it, what a typed LLVM target gets wrong: no `num-cores` (the
+    thread count every measurement and the target key need), and an `mcpu` that LLVM does not know for the
+    target's triple (LLVM would compile for a generic CPU instead, warning on every build)."""
+    cores = config.get("num-cores")
+    if cores is None:
+        raise TargetError(f'the target needs "num-cores" (the threads a model runs with; this machine has '
+                          f'{physical_cores()} physical cores), e.g. {json.dumps({**config, "num-cores": physical_cores()})}')
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise TargetError(f'"num-cores" must be a whole number of 1 or more, got {cores!r}')
+    mcpu = config.get("mcpu")
+    if mcpu is None:
+        return
+    import tvm
+    from tvm.target import codegen
+    triple = config.get("mtriple") or codegen.llvm_get_system_triple()
+    known = list(codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple})))
+    if known and mcpu not in known:
+        import difflib
+        near = difflib.get_close_matches(str(mcpu), known, n=5, cutoff=0.5)
+        raise TargetError(f"LLVM knows no CPU {mcpu!r} for {triple}" + (
+            f"; nearest: {', '.join(near)}" if near else f"; known: {', '.join(sorted(known))}"))
 
 
 def target_key(config: dict) -> str:
