@@ -89,14 +89,18 @@ def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT)
     and every selector at every budget (recommender.compare.summary)."""
     _imports(root)
     from recommender.compare.summary import budget_table, goals, model_summary
-    summaries = [model_summary(d) for d in datas]
+    summaries = [model_summary(d, _read(f.parent / "retime.json")) for d, f in zip(datas, files)]
     g = goals(summaries, k=2)
+    rounds = sorted({s["retimed_rounds"] for s in summaries if s["retimed_rounds"]})
     pools = sorted({(d["pool"].get("top_n"), d["pool"].get("cap"), d["pool"]["rule_space"]) for d in datas})
     q = ", ".join(f"{m} {v:.3f}" for m, v in g["lgbm_q"].items() if v)
     text = (f"One pool per kernel (donors: top-n {', '.join(str(p[0]) for p in pools)}, cap "
             f"{', '.join(str(p[1]) for p in pools)}; rule space {', '.join(str(p[2]) for p in pools)} instances), "
             f"one budget: each selector measures its first k per kernel, a failed one included, every method of a "
-            f"model timed in one run ({', '.join(sorted({d['date'] for d in datas}))}, "
+            f"model searched in one run" + (
+                f" and its database then timed in {', '.join(map(str, rounds))} interleaved rounds, the median "
+                f"(`benchmarks/retime_compare.py`; the baselines outside TVM and models without a retime.json as "
+                f"timed in the run)" if rounds else "") + f" ({', '.join(sorted({d['date'] for d in datas}))}, "
             f"{', '.join(sorted({str(d['threads']) for d in datas}))} threads). Geometric means over "
             f"{', '.join(g['models'])}: today's fixed tiles alone / exhaustive replay of the pool "
             f"{g['fixed_alone_over_exhaustive']}x; at k=2, random (median of its seeds) / lgbm "

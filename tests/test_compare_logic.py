@@ -105,3 +105,13 @@ def test_the_pool_summary_folds_random_seeds_into_their_median_and_states_the_go
     table = budget_table([s])
     assert "| m | lgbm | 10.00 (0.95, 20) | - |" in table and "random (median of 3 seeds)" in table
     assert "onnxruntime 9.00 ms" in table
+
+
+def test_retimed_medians_replace_the_single_timings_of_the_run():
+    from recommender.compare.summary import model_summary
+    methods = {"lgbm-k2": _method("lgbm", 2, 10.0, 20), "random@0-k2": _method("random@0", 2, 12.0, 20),
+               "exhaustive": {"kind": "exhaustive", "latency_s": 0.0095, "search_s": 400.0, "measurements": 900}}
+    retime = {"rounds": 5, "methods": {"lgbm-k2": {"median_s": 0.009}, "exhaustive": {"median_s": 0.009}}}
+    s = model_summary({"model": "m", "target_key": "k", "methods": methods}, retime)
+    assert s["selectors"]["lgbm"][2]["latency_s"] == 0.009 and s["q"]["lgbm"][2] == 1.0
+    assert s["selectors"]["random"][2]["latency_s"] == 0.012 and s["retimed_rounds"] == 5

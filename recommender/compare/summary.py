@@ -43,13 +43,26 @@ def by_selector(data: dict) -> dict[str, dict[int, dict]]:
     return folded
 
 
-def model_summary(data: dict) -> dict:
-    """One model's figures: exhaustive replay, each selector by budget, Q against exhaustive, the ratios."""
+def retimed(data: dict, retime: dict | None) -> dict:
+    """`data` with each method's latency replaced by its median over the interleaved rounds of
+    benchmarks/retime_compare.py (its database built once, every method timed once per round), where given."""
+    if not retime:
+        return data
+    methods = {n: ({**m, "latency_s": retime["methods"][n]["median_s"], "first_latency_s": m.get("latency_s")}
+                   if n in retime["methods"] else m) for n, m in data["methods"].items()}
+    return {**data, "methods": methods, "retimed_rounds": retime.get("rounds")}
+
+
+def model_summary(data: dict, retime: dict | None = None) -> dict:
+    """One model's figures: exhaustive replay, each selector by budget, Q against exhaustive, the ratios (the
+    latencies of `retime`'s interleaved rounds where given)."""
+    data = retimed(data, retime)
     m = data["methods"]
     ex = m.get("exhaustive") or {}
     sel = by_selector(data)
     ex_lat = ex.get("latency_s")
     out = {"model": data["model"], "target_key": data["target_key"], "date": data.get("date"),
+           "retimed_rounds": data.get("retimed_rounds"),
            "pool": data.get("pool", {}), "exhaustive": {k: ex.get(k) for k in ("latency_s", "search_s", "measurements")},
            "selectors": sel, "baselines": {n: (m.get(n) or {}).get("latency_s")
                                             for n in ("untuned", "pytorch", "torch.compile", "onnxruntime")}}
