@@ -108,7 +108,7 @@ def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT)
             f"Q against exhaustive: {q or '-'}, its search time at most {g['lgbm_search_share']:.0%} of "
             f"exhaustive's; models where lgbm k=2 is slower than random: "
             f"{', '.join(g['models_where_lgbm_is_slower_than_random']) or 'none'}.")
-    parts = [wrap(text), "", budget_table(summaries).rstrip(), "",
+    parts = [wrap(text).rstrip(), "", budget_table(summaries).rstrip(), "",
              "Per-model tables: " + ", ".join(f"[{d['model']}]({f.parent.relative_to(root)}/compare.md)"
                                               for d, f in zip(datas, files)) + ".", ""]
     for d, f in zip(datas, files):

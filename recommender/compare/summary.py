@@ -131,6 +131,13 @@ def budget_table(summaries: list[dict]) -> str:
             name = f"random (median of {max(v['seeds'] for v in s['selectors'][kind].values())} seeds)" \
                 if kind == "random" else kind
             lines.append(f"| {s['model']} | {name} | " + " | ".join(cells) + " |")
+        sc = s.get("scratch") or {}
+        if sc.get("latency_s"):
+            ttm = s["time_to_match"].get("lgbm-k2")
+            match = (f"; to match lgbm k=2: {'> ' if ttm['censored'] else ''}{ttm['ratio']}x its search time"
+                     if ttm else "")
+            lines.append(f"| {s['model']} | MetaSchedule from scratch | {_ms(sc['latency_s'])} after {sc['search_s']:.0f} "
+                         f"s (cap {sc.get('cap_s') or 0:.0f} s{match}) |" + " |" * (len(budgets) - 1))
         base = ", ".join(f"{n} {_ms(v)} ms" for n, v in s["baselines"].items() if v)
         if base:
             lines.append(f"| {s['model']} | outside any search | {base} |" + " |" * (len(budgets) - 1))
