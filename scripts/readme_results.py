@@ -125,7 +125,8 @@ def render_compare(target_dir: Path, root: Path = ROOT) -> str:
     if not files:
         return ""
     datas = [json.loads(f.read_text()) for f in files]
-    pooled = [(d, f) for d, f in zip(datas, files) if "rule_space" in d.get("pool", {})]
+    # a comparison still running has no compare.md yet (written when it ends): left out until then
+    pooled = [(d, f) for d, f in zip(datas, files) if "rule_space" in d.get("pool", {}) and (f.parent / "compare.md").exists()]
     if pooled:
         return render_pool_compare([d for d, _ in pooled], [f for _, f in pooled], root)
     budgets = sorted({b for d in datas for b in d["budgets"]})
