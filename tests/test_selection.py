@@ -184,3 +184,14 @@ def test_the_heuristic_selector_reads_the_columns_it_is_built_for(tmp_path):
     pool = KernelCandidates(("m", "k"), rows)
     assert ranked(load_selector("heuristic", tmp_path, tmp_path), pool) == [1, 2, 0]
     assert ranked(load_selector("donors", tmp_path, tmp_path), pool) == [1, 2, 0]
+
+
+def test_a_ranker_places_rule_instances_only_of_the_kinds_it_saw_measured():
+    """A conv pool under a ranker that saw no conv rule instance in training: the rule's fixed tiles first, in
+    the rule's order, then the ranker's order of the rest; under one that saw them, its own order throughout."""
+    pool = _pool()
+    last_first = lambda rows: np.asarray([[-i] for i, _ in enumerate(rows)], dtype=float)  # noqa: E731
+    assert Ranked(_ByRank(), last_first, rule_kinds=frozenset({"conv2d"})).order(pool) == [6, 5, 4, 3, 2, 1, 0]
+    assert Ranked(_ByRank(), last_first, rule_kinds=frozenset({"matmul"})).order(pool) == [2, 3, 6, 5, 4, 1, 0]
+    assert Ranked(_ByRank(), last_first, rule_kinds=frozenset()).order(pool)[:2] == [2, 3]
+    assert Ranked(_ByRank(), last_first).order(pool) == [6, 5, 4, 3, 2, 1, 0]  # None: trusted on every kind

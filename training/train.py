@@ -80,6 +80,13 @@ def _names(requested: list[str], data: TargetData) -> list[str]:
     return requested
 
 
+def rule_kinds(data: RankingSet) -> list[str]:
+    """The kernel kinds whose rule instances the training set holds measured (a transfer ranks the rule
+    instances of other kinds by their rule's fixed order: `transfer.selection.Ranked`)."""
+    return sorted({g.rows[0].class_key.split("/")[0] for g in data.groups
+                   if any(r.source_kind == "rule" and r.ok for r in g.rows)})
+
+
 def train(target_dir: Path, names: list[str], bank_records: bool = True,
           log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     """Fit each ranker on the whole matrix (and the bank's own records, for rankers that use them) and save
@@ -99,6 +106,7 @@ def train(target_dir: Path, names: list[str], bank_records: bool = True,
         extra = {"target_key": data.target_dir.name, "trained_on": trained_on,
                  "bank_records": bool(data.extra) and ranker.uses_extra_groups,
                  "kernels": len(train_set.groups), "candidates": int(train_set.sizes.sum()),
+                 "rule_kinds": rule_kinds(train_set),
                  "models": sorted({g.key[0] for g in train_set.groups}),
                  "train_seconds": round(time.perf_counter() - t0, 2),
                  "feature_seconds": dict(data.table.seconds)}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from training.registry import RESTRICTED, SELECTORS, featurize_for, ranker_class
 
 from ..core.errors import SchedrecError
-from ..core.fileio import display_path
+from ..core.fileio import display_path, read_json
 from .selection import RandomK, Ranked, Selector, restricted
 
 if TYPE_CHECKING:
@@ -38,6 +38,10 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
             raise SchedrecError(f"no trained {name} ranker in {display_path(folder)}: train one with "
                                 f"`schedrec train --target-key {Path(recommender_dir).name} --ranker {name}`")
         ranker = cls.load(folder, feature_version=featurizer.version)
+        meta = read_json(folder / "meta.json")
+        # a ranker saved before rule kinds were recorded saw no rule instance (the matrix had none)
+        kinds = frozenset(meta.get("rule_kinds", ()))
+        return Ranked(ranker, featurize_for(featurizer, cls.feature_set), rule_kinds=kinds)
     else:  # a baseline: built for this featurizer's columns (the heuristic reads three of them by name)
         from training.evaluate import make_ranker
         ranker = make_ranker(name, featurizer)

@@ -68,12 +68,17 @@ class RandomK:
 
 
 class Ranked:
-    """A trained ranker's order. `featurize(rows) -> X` is the featurizer method the ranker was fitted on."""
+    """A trained ranker's order. `featurize(rows) -> X` is the featurizer method the ranker was fitted on.
+    `rule_kinds`: the kernel kinds (conv2d, matmul, ...) whose rule instances the ranker saw measured in
+    training; a pool of another kind gets its rule's fixed tiles first (in the rule's order), then the ranker's
+    order of the rest: a ranker cannot place candidates it never saw (the default, None, trusts it on all)."""
 
-    def __init__(self, ranker: object, featurize, validity: bool = True) -> None:
+    def __init__(self, ranker: object, featurize, validity: bool = True,
+                 rule_kinds: frozenset[str] | None = None) -> None:
         self.ranker = ranker
         self.featurize = featurize
         self.validity = validity
+        self.rule_kinds = rule_kinds
         self.name = getattr(ranker, "name", "ranked")
         self.seconds = {"featurize": 0.0, "predict": 0.0}  # accumulated over calls
 
@@ -91,7 +96,11 @@ class Ranked:
     def order(self, kernel: KernelCandidates) -> list[int]:
         if not kernel.rows:
             return []
-        return [int(i) for i in np.argsort(-self.scores(kernel), kind="stable")]
+        ranked = [int(i) for i in np.argsort(-self.scores(kernel), kind="stable")]
+        if self.rule_kinds is None or kernel.rows[0].class_key.split("/")[0] in self.rule_kinds:
+            return ranked
+        head = [i for i, r in enumerate(kernel.rows) if r.fixed_rule]
+        return head + [i for i in ranked if i not in head]
 
 
 class Restricted:
