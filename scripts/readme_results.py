@@ -108,6 +108,13 @@ def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT)
             f"Q against exhaustive: {q or '-'}, its search time at most {g['lgbm_search_share']:.0%} of "
             f"exhaustive's; models where lgbm k=2 is slower than random: "
             f"{', '.join(g['models_where_lgbm_is_slower_than_random']) or 'none'}.")
+    if rounds:  # the fastest round of each method: this machine's rounds fall into two modes on small models
+        fastest = [model_summary(d, _read(f.parent / "retime.json"), "min_s") for d, f in zip(datas, files)]
+        gf = goals(fastest, k=2)
+        text += (f" With each method's fastest round instead of its median: fixed tiles alone / exhaustive "
+                 f"{gf['fixed_alone_over_exhaustive']}x, random / lgbm {gf['random_over_lgbm']}x, tiles-then-donors "
+                 f"/ lgbm {gf['tiles_then_donors_over_lgbm']}x at k=2; lgbm k=2's Q "
+                 + ", ".join(f"{m} {v:.3f}" for m, v in gf["lgbm_q"].items() if v) + ".")
     parts = [wrap(text).rstrip(), "", budget_table(summaries).rstrip(), "",
              "Per-model tables: " + ", ".join(f"[{d['model']}]({f.parent.relative_to(root)}/compare.md)"
                                               for d, f in zip(datas, files)) + ".", ""]

@@ -43,20 +43,21 @@ def by_selector(data: dict) -> dict[str, dict[int, dict]]:
     return folded
 
 
-def retimed(data: dict, retime: dict | None) -> dict:
-    """`data` with each method's latency replaced by its median over the interleaved rounds of
-    benchmarks/retime_compare.py (its database built once, every method timed once per round), where given."""
+def retimed(data: dict, retime: dict | None, stat: str = "median_s") -> dict:
+    """`data` with each method's latency replaced by its median (`stat` "min_s": its fastest round) over the
+    interleaved rounds of benchmarks/retime_compare.py (its database built once, every method timed once per
+    round), where given."""
     if not retime:
         return data
-    methods = {n: ({**m, "latency_s": retime["methods"][n]["median_s"], "first_latency_s": m.get("latency_s")}
+    methods = {n: ({**m, "latency_s": retime["methods"][n][stat], "first_latency_s": m.get("latency_s")}
                    if n in retime["methods"] else m) for n, m in data["methods"].items()}
     return {**data, "methods": methods, "retimed_rounds": retime.get("rounds")}
 
 
-def model_summary(data: dict, retime: dict | None = None) -> dict:
+def model_summary(data: dict, retime: dict | None = None, stat: str = "median_s") -> dict:
     """One model's figures: exhaustive replay, each selector by budget, Q against exhaustive, the ratios (the
-    latencies of `retime`'s interleaved rounds where given)."""
-    data = retimed(data, retime)
+    latencies of `retime`'s interleaved rounds where given: their median, or `stat`)."""
+    data = retimed(data, retime, stat)
     m = data["methods"]
     ex = m.get("exhaustive") or {}
     sel = by_selector(data)
