@@ -151,10 +151,11 @@ def test_whole_model_timing_untuned_and_with_the_bank(bank, onnx_file, target, t
     assert all(r.ok and len(r.costs) == 3 for r in rounds) and not os.path.exists(built.path)
 
 
-def test_a_whole_models_timing_beside_busy_loops_is_kept_with_its_stall_share_not_retried(bank, onnx_file, target,
-                                                                                         tmp_path):
-    """A whole model is timed beside PyTorch and ONNX Runtime, whose timers are not retried: a stalled timing of
-    it is kept as it is, with its stall share, and counted; never timed again."""
+def test_a_whole_models_timing_beside_busy_loops_is_timed_again_then_kept_with_its_stall_share(bank, onnx_file,
+                                                                                                target, tmp_path):
+    """A whole model's timing that another process stalls is timed again like a kernel's (a single spoiled
+    timing once reported a model 10x slower than it runs), and, the busy loops still running, the last try is
+    kept with its stall share and counted."""
     import subprocess
 
     from recommender.measure import Measurer, contention
@@ -173,7 +174,7 @@ def test_a_whole_models_timing_beside_busy_loops_is_kept_with_its_stall_share_no
             for h in hogs:
                 h.kill()
     assert timed.ok and contention.spoiled(timed.stall_share), timed.stall_share
-    assert m.stats["timed_again_contended"] == before["timed_again_contended"]
+    assert m.stats["timed_again_contended"] - before["timed_again_contended"] == contention.RETRIES
     assert m.stats["kept_contended"] - before["kept_contended"] == 1
 
 

@@ -115,3 +115,17 @@ def test_retimed_medians_replace_the_single_timings_of_the_run():
     s = model_summary({"model": "m", "target_key": "k", "methods": methods}, retime)
     assert s["selectors"]["lgbm"][2]["latency_s"] == 0.009 and s["q"]["lgbm"][2] == 1.0
     assert s["selectors"]["random"][2]["latency_s"] == 0.012 and s["retimed_rounds"] == 5
+
+
+def test_a_baseline_timing_another_process_stalled_is_timed_again(monkeypatch):
+    """PyTorch's and ONNX Runtime's timings are retried like the measurer's when the CPU stall watch says a
+    stranger spoiled them: here the first two tries read as spoiled, the third as clean, and it is kept."""
+    from recommender.compare import baselines
+    from recommender.measure import contention
+    verdicts = [True, True, False]
+    seen = []
+    monkeypatch.setattr(contention, "spoiled", lambda share: seen.append(share) or verdicts[len(seen) - 1])
+    monkeypatch.setattr(contention, "RETRY_WAIT_S", 0.0)
+    calls = []
+    costs = baselines._median_of_repeats(lambda: calls.append(1), repeat=2, min_repeat_s=0.0)
+    assert len(seen) == 3 and len(costs) == 2 and len(calls) == 1 + 3 * 2  # warm-up, then 3 tries of 2 repeats

@@ -314,10 +314,10 @@ class Measurer:
         payload = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
                    "warmup": max(1, s.warmup), "number": s.number, "repeat": s.repeat,
                    "min_repeat_ms": s.min_repeat_ms}
-        # never timed again: a whole model is timed beside PyTorch and ONNX Runtime (latency_table, --baselines),
-        # whose timers know nothing of stalls; its stall share is kept
+        # a spoiled timing is timed again like a kernel's (the baselines beside it too: compare.baselines); the
+        # last try is kept with its stall share, which reports carry
         with exclusive("timing a model"):
-            return self._timed("time_model", payload, max(s.run_timeout_s, 600.0), retry_contended=False)
+            return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
 
     def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).
