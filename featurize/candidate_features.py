@@ -23,6 +23,8 @@ from typing import Iterable, Protocol
 
 import numpy as np
 
+from recommender.core.rows import DONOR, RULE, SPACE
+
 from .trace_tokens import N_NUMERIC, Vocabulary, schedule_summary, trace_tokens
 
 SCHEMA_VERSION = "2"  # 2: the source kind and the rule knobs (`source_features`)
@@ -49,7 +51,7 @@ class CandidateLike(Protocol):
     source_latency_s: float | None
     trace: list | None
     knobs: dict | None
-    source_kind: str | None  # "donor", "rule" or "space" (recommender.core.rows)
+    source_kind: str | None  # DONOR, RULE or SPACE (recommender.core.rows)
     fixed_rule: bool
 
 
@@ -130,7 +132,7 @@ def rule_knobs(row: CandidateLike) -> list[float]:
     knobs = row.knobs or {}
     if all(isinstance(knobs.get(k), int) for k in RULE_KNOBS):
         return [float(knobs[k]) for k in RULE_KNOBS]
-    if row.source_kind != "rule" or not row.trace:
+    if row.source_kind != RULE or not row.trace:
         return [0.0] * len(RULE_KNOBS)
     insts, decisions = row.trace
     decided = {int(i): v for i, v in decisions}
@@ -145,8 +147,8 @@ def source_features(row: CandidateLike) -> dict[str, float]:
     output values the tile holds (log2 of their product) against the kernel's output width."""
     kind = row.source_kind
     c, h, w = rule_knobs(row)
-    out = {"kind_donor": float(kind == "donor"), "kind_rule": float(kind == "rule"),
-           "kind_space": float(kind == "space"), "fixed_rule": float(bool(row.fixed_rule)),
+    out = {"kind_donor": float(kind == DONOR), "kind_rule": float(kind == RULE),
+           "kind_space": float(kind == SPACE), "fixed_rule": float(bool(row.fixed_rule)),
            "knob_known": float(c > 0)}
     for name, v in zip(RULE_KNOBS, (c, h, w)):
         out[f"knob_{name}"] = _log(v)
@@ -244,5 +246,5 @@ class _ProbeRow:
     source_latency_s: float | None = None
     trace: list | None = None
     knobs: dict | None = None
-    source_kind: str | None = "donor"
+    source_kind: str | None = DONOR
     fixed_rule: bool = False

@@ -89,7 +89,8 @@ def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT)
     and every selector at every budget (recommender.compare.summary)."""
     _imports(root)
     from recommender.compare.summary import budget_table, goals, model_summary
-    summaries = [model_summary(d, _read(f.parent / "retime.json")) for d, f in zip(datas, files)]
+    retimes = [_read(f.parent / "retime.json") for f in files]
+    summaries = [model_summary(d, r) for d, r in zip(datas, retimes)]
     g = goals(summaries, k=2)
     rounds = sorted({s["retimed_rounds"] for s in summaries if s["retimed_rounds"]})
     pools = sorted({(d["pool"].get("top_n"), d["pool"].get("cap"), d["pool"]["rule_space"]) for d in datas})
@@ -109,7 +110,7 @@ def render_pool_compare(datas: list[dict], files: list[Path], root: Path = ROOT)
             f"exhaustive's; models where lgbm k=2 is slower than random: "
             f"{', '.join(g['models_where_lgbm_is_slower_than_random']) or 'none'}.")
     if rounds:  # the fastest round of each method: this machine's rounds fall into two modes on small models
-        fastest = [model_summary(d, _read(f.parent / "retime.json"), "min_s") for d, f in zip(datas, files)]
+        fastest = [model_summary(d, r, "min_s") for d, r in zip(datas, retimes)]
         gf = goals(fastest, k=2)
         text += (f" With each method's fastest round instead of its median: fixed tiles alone / exhaustive "
                  f"{gf['fixed_alone_over_exhaustive']}x, random / lgbm {gf['random_over_lgbm']}x, tiles-then-donors "

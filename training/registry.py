@@ -31,6 +31,14 @@ RESTRICTED = ("fixed-tiles", "donors", "tiles-then-donors")
 SELECTORS = ("lgbm", "tlp", "heuristic", "random") + RESTRICTED
 
 
+def random_seed(name: str) -> int | None:
+    """The seed a selector name gives the random order: `random@S` -> S, `random` -> None; not random: -1."""
+    if name == "random":
+        return None
+    head, _, seed = name.partition("@")
+    return int(seed) if head == "random" and seed.isdigit() else -1
+
+
 def ranker_class(name: str) -> type[Ranker]:
     """The ranker class registered as `name`."""
     if name not in RANKERS:

@@ -44,9 +44,10 @@ def cmd_bank_add_run(args: argparse.Namespace) -> int:
     from ..bank.add_run import add_run
     from ..target.spec import parse_target
     target = parse_target(args.target)
-    s = add_run(Path(args.run_dir), own_folder(args, target.key), target.key, target.config, args.name)
+    bank_dir = own_folder(args, target.key)
+    s = add_run(Path(args.run_dir), bank_dir, target.key, target.config, args.name)
     print(f"added {s['model']}: {s['tuned_kernels']} kernels, {s['records']} measured records -> "
-          f"{own_folder(args, target.key) / s['model']}")
+          f"{bank_dir / s['model']}")
     return 0
 
 

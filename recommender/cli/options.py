@@ -92,9 +92,9 @@ def ranker_names(text: str) -> list[str]:
 def selector_names(text: str) -> tuple[str, ...]:
     """Registered selector names (training.registry.SELECTORS), comma-separated; `random@S` is the random
     selector seeded S."""
-    from training.registry import SELECTORS
+    from training.registry import SELECTORS, random_seed
     names = tuple(s.strip() for s in text.split(",") if s.strip())
-    bad = [s for s in names if s not in SELECTORS and not (s.startswith("random@") and s[7:].isdigit())]
+    bad = [s for s in names if s not in SELECTORS and random_seed(s) == -1]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown selector {', '.join(bad) or repr(text)}; "
                                          f"use {', '.join(SELECTORS[:-1])} or {SELECTORS[-1]}")
@@ -204,8 +204,8 @@ def rule_space(sp: argparse.ArgumentParser, use: str = "pool") -> None:
     ("pool"), its size; "replay" takes both (the matrix's with --all-pairs, else the pool's)."""
     matrix = ("only the kernels a tile rule applies to, each with up to N instances of the rule's template measured "
               "beside its donors, the fixed tiles first (default folder: models/<target-key>/space); 0: donors only")
-    pool = (f"up to N instances of the kernel's tile-rule template join its pool, the rule's fixed tiles first; 0: the "
-            f"fixed tiles alone, on kernels of 2 MFLOP or more")
+    pool = ("up to N instances of the kernel's tile-rule template join its pool, the rule's fixed tiles first; 0: the "
+            "fixed tiles alone, on kernels of 2 MFLOP or more")
     default, text = {"matrix": (0, f"{matrix} (default)"), "pool": (RULE_SPACE, f"{pool} ({RULE_SPACE})"),
                      "replay": (None, f"with --all-pairs: {matrix} (default); else: {pool} ({RULE_SPACE})")}[use]
     sp.add_argument("--rule-space", type=int_at_least(0, "an instance count", "0 or more"), default=default,

@@ -92,7 +92,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     from ..frontend.model_import import model_name_from_spec
     from ..measure import MeasureSettings
     from ..target.spec import parse_target
-    from ..transfer.budgeted import budgeted_transfer
+    from ..transfer.budgeted import budgeted_transfer, kinds_text
     from ..transfer.recommend import load_selector
     target = parse_target(args.target)
     bank_dir, rec_dir = donor_folders(args, target.key)
@@ -117,9 +117,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     print(line)
     print(f"search {t['search_s']:.1f} s: replay {t['replay_s']:.1f}, featurize {t['featurize_s']:.2f}, "
           f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
-          f"{t['measurements']} measurements of {t['replayed_candidates']} candidates ("
-          + ", ".join(f"{n} {kind}" for kind, n in t["measured_by_kind"].items())
-          + f"; +{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
+          f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
+          f"({kinds_text(t['measured_by_kind'])}; +{t['defaults_measured']} defaults, {t['checked_only']} checked only) -> {out_dir / 'report.md'}")
     share = t.get("time_share_default")
     print(f"{t['kernels_via_samples']} kernels without a donor got schedules from their own design space "
           f"({t.get('kernels_short_tuned', 0)} by a short search, the others by samples); {t['kernels_default']} "

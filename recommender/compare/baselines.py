@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from ..measure import contention
 from ..measure.contention import StallWatch
 from ..measure.host_lock import exclusive
 
@@ -16,25 +17,31 @@ def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
     """Seconds per call, one value per repeat; each repeat runs the call until it lasts `min_repeat_s`.
     Holds the machine's measurement lock (measure/host_lock.py); a timing that another process stalled
     (measure/contention.py) is timed again, as the measurer's are, up to contention.RETRIES times."""
-    from ..measure import contention
     with exclusive("timing a baseline"):
         call()  # warm-up
         for attempt in range(contention.RETRIES + 1):
+            if attempt:
+                time.sleep(contention.RETRY_WAIT_S)
             with StallWatch() as watch:
-                costs = []
-                for _ in range(repeat):
-                    n, t0 = 0, time.perf_counter()
-                    while True:
-                        call()
-                        n += 1
-                        elapsed = time.perf_counter() - t0
-                        if elapsed >= min_repeat_s:
-                            break
-                    costs.append(elapsed / n)
+                costs = _repeats(call, repeat, min_repeat_s)
             if not contention.spoiled(watch.share):
                 break
-            time.sleep(contention.RETRY_WAIT_S)
         return costs
+
+
+def _repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
+    """Seconds per call, one value per repeat of at least `min_repeat_s`."""
+    costs = []
+    for _ in range(repeat):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            call()
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_repeat_s:
+                break
+        costs.append(elapsed / n)
+    return costs
 
 
 def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], list[float]]:

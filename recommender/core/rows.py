@@ -17,6 +17,7 @@ CLASS, ANCHOR, DEFAULT, SAMPLED = "class", "anchor", "default", "sampled"
 # of a hand-written rule's template, or a schedule of the kernel's own MetaSchedule design space
 DONOR, RULE, SPACE = "donor", "rule", "space"
 SOURCE_KINDS = (DONOR, RULE, SPACE)
+DESIGN_SPACE = "(design space)"  # the source model of candidates drawn from MetaSchedule's design space
 
 # statuses: OK, or why a candidate has no latency
 OK = "ok"
@@ -91,12 +92,12 @@ class CandidateRow:
     @property
     def source_kind(self) -> str | None:
         """DONOR, RULE or SPACE (None for the default row). Rule sources are named "(<rule> rule)" and the
-        design space "(design space)" (recommender.rules, transfer.kernel); a bank record's own row has no
+        design space DESIGN_SPACE (recommender.rules, transfer.kernel); a bank record's own row has no
         source model and is a design-space schedule."""
         if self.is_default:
             return None
         model = self.source_model
-        if model is None or model == "(design space)":
+        if model is None or model == DESIGN_SPACE:
             return SPACE
         return RULE if model.startswith("(") and model.endswith(" rule)") else DONOR
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..core.rows import ANCHOR, CLASS, OK, SAMPLED, CandidateRow
+from ..core.rows import ANCHOR, CLASS, DESIGN_SPACE, OK, SAMPLED, CandidateRow
 from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..rules import RULES, tile_rule_for
@@ -21,7 +21,6 @@ from .choice import KernelChoice, candidate_row, choose_rebuilt, kernel_match
 from .replay import apply_replayed, sample_isolated, tile_rules_isolated
 from .short_tune import short_tune
 
-DESIGN_SPACE = "(design space)"  # the source model of SAMPLED candidates drawn from MetaSchedule's design space
 LOOP_RULE = RULES["loop"].source  # the source models of SAMPLED candidates built by recommender.rules
 CONV_RULE = RULES["conv"].source
 MATMUL_RULE = RULES["matmul"].source

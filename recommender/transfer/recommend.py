@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.registry import RESTRICTED, SELECTORS, featurize_for, ranker_class
+from training.registry import RESTRICTED, SELECTORS, featurize_for, random_seed, ranker_class
 
 from ..core.errors import SchedrecError
 from ..core.fileio import display_path, read_json
@@ -19,8 +19,9 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
     """`random` (seeded; `random@S`: seed S), a restricted baseline (`selection.restricted`, over the heuristic),
     or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>` and refused if they
     were trained on another feature version."""
-    if name == "random" or (name.startswith("random@") and name[7:].isdigit()):
-        selector = RandomK(int(name[7:]) if "@" in name else seed)
+    given = random_seed(name)
+    if given != -1:
+        selector = RandomK(seed if given is None else given)
         selector.name = name
         return selector
     if name in RESTRICTED:

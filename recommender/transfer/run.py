@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.errors import BankError
 from ..core.fileio import atomic_write_json, read_json
-from ..core.rows import ANCHOR, CLASS, NOT_MEASURED, OK, RULE, SAMPLED, SOURCE_KINDS, CandidateRow
+from ..core.rows import ANCHOR, CLASS, NOT_MEASURED, RULE, SAMPLED, SOURCE_KINDS
 from ..frontend.kernels import Kernel, extract_kernels
 from ..frontend.model_import import ImportedModel, import_model
 from ..measure import MeasureSettings, Measurer
@@ -109,13 +109,7 @@ def default_time(choices: list[KernelChoice]) -> dict:
 
 def chosen_kind(choice: KernelChoice) -> str | None:
     """The source kind (DONOR, RULE, SPACE) of the kernel's chosen schedule, None where it keeps its default."""
-    if not choice.chosen:
-        return None
-    kind = choice.chosen.get("kind")
-    if kind:
-        return kind
-    return CandidateRow("", "", "", choice.chosen.get("match") or CLASS, OK,
-                        source_model=choice.chosen.get("source_model")).source_kind
+    return choice.chosen["kind"] if choice.chosen else None
 
 
 def measured_by_kind(choices: list[KernelChoice]) -> dict[str, int]:
