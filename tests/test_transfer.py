@@ -461,3 +461,31 @@ def test_a_finished_run_is_filed_in_the_bank_with_its_checked_measurements_only(
     with pytest.raises(BankError, match="held-out"):
         add_run(out, mine, target.key, target.config, "wide_again")
     assert sorted(p.name for p in mine.iterdir()) == before
+
+
+def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_recorded_time(bank_and_onnx, k2_run,
+                                                                                            target, tmp_path):
+    """`schedrec profile MODEL --database DIR`: each kernel with a record is a row with as many calls as the
+    model makes of it (its weight) and its record's isolated time; the VM's builtins and the time between
+    calls are rows of their own; a folder that is not a database is refused before anything is built."""
+    from recommender.core.errors import SchedrecError
+    from recommender.profile.run import profile_model
+    _, onnx_path = bank_and_onnx
+    out = k2_run[0]
+    code, printed = main_printing("profile", onnx_path, "--database", str(out / "database"), "--runs", "3",
+                                  "--out", str(tmp_path / "profile.json"))
+    assert code == 0 and "between calls" in printed and "the hook costs" in printed
+    data = json.loads((tmp_path / "profile.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    recorded = sorted(sum(float(x) for x in r.run_secs) / len(r.run_secs) for r in _records(out / "database"))
+    kernels = {r["symbol"]: r for r in data["rows"] if r["kind"] == "kernel"}
+    weights = {k["kernel"]: k["weight"] for k in report["kernels"]}
+    assert kernels and len(kernels) == len(recorded)
+    assert all(r["calls"] == weights[name] for name, r in kernels.items())
+    assert sorted(r["isolated_s"] / r["calls"] for r in kernels.values()) == pytest.approx(recorded)
+    assert any(r["kind"] == "vm builtin" for r in data["rows"])
+    t = data["totals"]
+    assert t["model_s"] > 0 and t["between_calls_s"] >= 0 and t["calls_per_run"] == sum(r["calls"] for r in data["rows"])
+    assert t["kernel_s"] == pytest.approx(sum(r["model_s"] for r in kernels.values()))
+    with pytest.raises(SchedrecError, match="not a MetaSchedule database"):
+        profile_model(onnx_path, target, tmp_path, runs=1)

@@ -58,6 +58,40 @@ def cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short(name: str, width: int) -> str:
+    """`name` cut in the middle to `width` characters (kernels differ in their numbers at both ends)."""
+    return name if len(name) <= width else name[:width - 17] + "..." + name[-14:]
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Time every call of a model built with a schedule database: each kernel in the model beside its
+    isolated (recorded) time, the VM's own calls, and the time between calls."""
+    from pathlib import Path
+
+    from ..frontend.model_import import model_name_from_spec
+    from ..profile.report import gap_lines
+    from ..profile.run import profile_model, write_profile
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    db = Path(args.database) if args.database else None
+    print(f"profiling {args.model} on {target.key} ({args.runs} runs) ...", file=sys.stderr)
+    data = profile_model(args.model, target, db, runs=args.runs, pack_weights=args.pack_weights,
+                         fast_math=not args.exact_math)
+    rows = [[_short(r["symbol"], 56), r["kind"], str(r["calls"]), f"{r['model_s'] * 1e3:.3f}",
+             f"{r['isolated_s'] * 1e3:.3f}" if "isolated_s" in r else "-",
+             f"{r['model_s'] / r['isolated_s']:.2f}" if r.get("isolated_s") else "-"]
+            for r in data["rows"][:args.top]]
+    print_table(rows, ["call", "kind", "calls", "model ms", "isolated ms", "model/isolated"])
+    if len(data["rows"]) > args.top:
+        print(f"... {len(data['rows']) - args.top} more in the JSON")
+    for line in gap_lines(data):
+        print(line)
+    out = Path(args.out) if args.out else Path("out") / "profile" / f"{model_name_from_spec(args.model)}.json"
+    write_profile(data, out)
+    print(f"-> {out}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     k = sub.add_parser("kernels", help=cmd_kernels.__doc__, description=cmd_kernels.__doc__)
     k.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
@@ -69,6 +103,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     z = sub.add_parser("zoo", help=cmd_zoo.__doc__, description=cmd_zoo.__doc__)
     z.set_defaults(func=cmd_zoo)
+
+    pr = sub.add_parser("profile", help=cmd_profile.__doc__, description=cmd_profile.__doc__)
+    pr.add_argument("model", metavar="MODEL", help="zoo:NAME, a .onnx file or a .pt2 (torch.export) file")
+    pr.add_argument("--database", metavar="DIR",
+                    help="a MetaSchedule database (a transfer's OUT/database); none: MetaSchedule's defaults")
+    options.target(pr)
+    options.input_shape(pr)
+    pr.add_argument("--runs", type=int, default=20, help="instrumented and plain runs, interleaved (20)")
+    pr.add_argument("--top", type=int, default=30, help="rows to print (30); the JSON has all")
+    pr.add_argument("--pack-weights", action=argparse.BooleanOptionalAction, default=None,
+                    help="import as the transfer did (default: read from the run.json beside the database)")
+    pr.add_argument("--exact-math", action="store_true", help="build without fast math (as --exact-math runs)")
+    pr.add_argument("--out", metavar="FILE", help="the JSON (default out/profile/MODEL.json)")
+    pr.set_defaults(func=cmd_profile)
 
     t = sub.add_parser("target", help=cmd_target.__doc__, description=cmd_target.__doc__)
     options.target(t)

@@ -67,6 +67,7 @@ class MeasureResult:
     run_s: float = 0.0
     scheduled_kernels: int | None = None  # whole models built with a database: the kernels it scheduled
     path: str | None = None  # model_library: the built library
+    recorded_s: dict[str, float] = field(default_factory=dict)  # model_library: kernel -> its record's seconds
     stall_share: float | None = None  # share of the timing in which a task waited for a CPU (contention.py)
 
     @property
@@ -303,7 +304,7 @@ class Measurer:
                 yield MeasureResult(status, error=str(err), build_s=time.perf_counter() - t0)
                 return
             yield MeasureResult(OK, build_s=time.perf_counter() - t0, scheduled_kernels=built["scheduled"],
-                                path=path)
+                                path=path, recorded_s=built.get("recorded_s") or {})
         finally:
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
@@ -318,6 +319,22 @@ class Measurer:
         # last try is kept with its stall share, which reports carry
         with exclusive("timing a model"):
             return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
+
+    def profile_model_library(self, path: str, input_info: list, runs: int = 20) -> dict:
+        """Every call of a compiled Relax model timed in the timing worker (`recommender.profile.calls`), run
+        `runs` times instrumented and `runs` times plain, interleaved; adds `stall_share` (contention.py)."""
+        if self.rpc is not None:
+            raise SchedrecError("a per-call profile runs on this machine's CPU, not through RPC")
+        kwargs = {"lib_path": path, "args_info": [[list(shape), dtype] for shape, dtype in input_info],
+                  "runs": runs}
+        with exclusive("profiling a model"), contention.StallWatch() as watch:
+            try:
+                out = self._timer.call("call", {"function": "recommender.profile.calls:profile_library",
+                                                "kwargs": kwargs}, max(self.settings.run_timeout_s, 900.0))
+            except (WorkerError, WorkerTimeout, WorkerCrash) as err:
+                raise SchedrecError(f"profiling the model failed: {err}") from err
+        out["stall_share"] = watch.share
+        return out
 
     def call_isolated(self, function: str, kwargs: dict, timeout_s: float) -> object:
         """Run `module:function`(**kwargs) in a build worker (between measurements, never during one).

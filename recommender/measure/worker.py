@@ -65,17 +65,33 @@ def build_model(payload: dict) -> dict:
     from .fast_math import fast_math
     mod = tvm.ir.load_json(payload["mod_json"])
     target = tvm.target.Target(payload["target"])
-    scheduled = None
+    scheduled, recorded = None, {}
     if payload.get("database_dir"):
         from tvm.s_tir import meta_schedule as ms
         db = ms.database.JSONDatabase(work_dir=payload["database_dir"], allow_missing=False)
+        recorded = recorded_costs(mod, db, target)
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(mod)
         scheduled = sum(1 for f in mod.functions.values()
                         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"))
         mod = pack_weights_ahead(mod)
     with fast_math(payload.get("fast_math", False)):
-        return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled}
+        return {"path": _export(tvm.compile(mod, target=target), payload["out_path"]), "scheduled": scheduled,
+                "recorded_s": recorded}
+
+
+def recorded_costs(mod: object, db: object, target: object) -> dict[str, float]:
+    """Kernel name -> the mean measured seconds of the database record that MetaScheduleApplyDatabase applies
+    to it (the same query), for the model's kernels that have one."""
+    import tvm
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+    out = {}
+    for gv, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            rec = db.query_tuning_record(_normalize_mod(func), target, gv.name_hint)
+            if rec is not None and rec.run_secs:
+                out[gv.name_hint] = sum(float(x) for x in rec.run_secs) / len(rec.run_secs)
+    return out
 
 
 def pack_weights_ahead(mod: object) -> object:

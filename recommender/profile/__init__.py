@@ -1,0 +1,1 @@
+"""Per-call profiles of compiled models: where the time between the kernels goes."""
