@@ -193,6 +193,13 @@ BREAKS = (
           "recommender/compare/baselines.py", "            if not contention.spoiled(watch.share):",
           "            if True:",
           ("tests/test_compare_logic.py::test_a_baseline_timing_another_process_stalled_is_timed_again",)),
+    Break("profile-record-lookup", "a profile's kernels lose their databases' isolated times",
+          "recommender/measure/worker.py", "            if rec is not None and rec.run_secs:",
+          "            if False:",
+          ("tests/test_transfer.py::test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_recorded_time",)),
+    Break("lgbm-nondeterministic", "a ranker fitted twice on the same data differs",
+          "training/rankers/lgbm.py", "random_state=self.seed + m,", "random_state=None,",
+          ("tests/test_rankers.py::test_lgbm_fits_the_same_boosters_on_the_same_data",)),
 )
 
 

@@ -34,6 +34,10 @@ def _ms(s: float | None) -> str:
     return f"{s * 1e3:.1f}" if s else "-"
 
 
+def _ms2(s: float | None) -> str:
+    return f"{s * 1e3:.2f}" if s else "-"
+
+
 def _read(path: Path) -> dict | list | None:
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -715,6 +719,31 @@ def render_probes(target_dir: Path, root: Path = ROOT) -> str:
     return "\n".join(wrap(line, indent="  ").rstrip("\n") for line in lines) + "\n" if lines else ""
 
 
+def render_profiles(target_dir: Path, root: Path = ROOT) -> str:
+    """A table of `schedrec profile` results (benchmarks/results/<key>/profile/*.json): where each model's time
+    goes, against what its kernels measured alone."""
+    files = sorted((root / "benchmarks" / "results" / target_dir.name / "profile").glob("*.json"))
+    if not files:
+        return ""
+    rows = ["| model | database | model ms | kernels alone | kernels in the model | kernels without a record | "
+            "VM builtins | between calls (hook incl.) | hook | model - kernels alone |", "|---|---|" + "---|" * 8]
+    dates = set()
+    for f in files:
+        d = json.loads(f.read_text())
+        t = d["totals"]
+        dates.add(d["date"])
+        gap = t["model_s"] - t["kernels_isolated_s"]
+        rows.append(f"| [{d['model']}]({f.relative_to(root)}) | `{d['database']}` | {_ms2(t['model_s'])} | "
+                    f"{_ms2(t['kernels_isolated_s'])} | {_ms2(t['kernel_s'])} | {_ms2(t['kernel_no_record_s'])} | "
+                    f"{_ms2(t['vm_builtin_s'])} | {_ms2(t['between_calls_s'])} | {_ms2(t['hook_overhead_s'])} | "
+                    f"{_ms2(gap)} ({gap / t['model_s']:.0%}) |")
+    intro = wrap(f"`schedrec profile MODEL --database DIR --runs 20` ({', '.join(sorted(dates))}; each model's database "
+                 "from `schedrec transfer --budget-per-kernel 2`): every call of the compiled model timed through the "
+                 "Relax VM's instrument hook, medians of 20 runs; \"kernels alone\" sums the database records' "
+                 "isolated times (what the transfer measured) x calls. Milliseconds per inference, 2 threads.")
+    return intro + "\n" + "\n".join(rows) + "\n"
+
+
 # -- a CPU's page -------------------------------------------------------------------------------------------
 
 def render_page(target_dir: Path, root: Path = ROOT) -> str:
@@ -733,6 +762,7 @@ def render_page(target_dir: Path, root: Path = ROOT) -> str:
                 ("`make demo`", "\n".join(wrap(demo_paragraph(p, root)) for p in sorted(target_dir.glob("demo/*.json")))),
                 ("Latency: what schedrec hands back, against PyTorch and ONNX Runtime", render_latency(target_dir, root)),
                 ("Budgeted transfer against the alternatives (`schedrec compare`)", render_compare(target_dir, root)),
+                ("Where the model's time goes (`schedrec profile`)", render_profiles(target_dir, root)),
                 ("Bank, transfer matrix, held-out replays, rankers, rule probes",
                  wrap_block(render_target(root, target_dir)) if (target_dir / "bank").is_dir() else ""),
                 ("Other probes", render_probes(target_dir, root))]

@@ -42,6 +42,14 @@ def test_lgbm_learns_a_ranking_and_round_trips(tmp_path):
     assert loaded.get_params() == ranker.get_params() and loaded.data_hash_ == "abc"
 
 
+def test_lgbm_fits_the_same_boosters_on_the_same_data():
+    """Evaluation figures must not move on a rerun of the same data: two fits give identical boosters."""
+    X, y, g = _groups(n_groups=60, size=30, n_features=10)
+    a, b = (LGBMRanker(n_estimators=40).fit(X, y, g, feature_version="v-test") for _ in range(2))
+    assert [m.model_to_string() for m in a.boosters_] == [m.model_to_string() for m in b.boosters_]
+    assert all("[deterministic: 1]" in m.model_to_string() for m in a.boosters_)
+
+
 def test_a_saved_ranker_is_refused_for_other_features_or_data(tmp_path):
     X, y, g = _groups(n_groups=10)
     LGBMRanker(n_estimators=5).fit(X, y, g, feature_version="schema1").save(tmp_path / "r")

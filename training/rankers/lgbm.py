@@ -14,6 +14,11 @@ import numpy as np
 from .base import Ranker
 
 
+# Fixed, with LightGBM's deterministic mode and row-wise histograms: the same data and seed give the same
+# boosters on any machine and in any run (LightGBM's threads otherwise sum histograms in varying order)
+FIT_THREADS = 2
+
+
 def graded(y: np.ndarray, levels: int) -> np.ndarray:
     """Relevance in [0, 1] to integer labels 0..levels-1; any valid candidate gets at least 1."""
     lab = np.ceil(y * (levels - 1)).astype(np.int64)
@@ -49,7 +54,8 @@ class LGBMRanker(Ranker):
             model = lgb.LGBMRanker(
                 objective="lambdarank", n_estimators=self.n_estimators, learning_rate=self.learning_rate,
                 num_leaves=self.num_leaves, min_child_samples=self.min_child_samples, subsample=self.subsample,
-                subsample_freq=1, colsample_bytree=self.colsample_bytree, random_state=self.seed + m, n_jobs=2,
+                subsample_freq=1, colsample_bytree=self.colsample_bytree, random_state=self.seed + m,
+                n_jobs=FIT_THREADS, deterministic=True, force_row_wise=True,
                 label_gain=gain, lambdarank_truncation_level=10, verbose=-1)
             model.fit(X, labels, group=group)
             self.boosters_.append(model.booster_)
