@@ -197,8 +197,11 @@ BREAKS = (
           "recommender/measure/worker.py", "            if rec is not None and rec.run_secs:",
           "            if False:",
           ("tests/test_transfer.py::test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_recorded_time",)),
+    Break("parallel-probe", "a timing taken while the worker's threads did not run side by side is kept as it is",
+          "recommender/measure/measurer.py", "(spoiled or parallel_probe.slow(result.parallel_ratio))", "spoiled",
+          ("tests/test_measure.py::test_a_timing_taken_while_the_threads_do_not_run_side_by_side_is_timed_again",)),
     Break("lgbm-nondeterministic", "a ranker fitted twice on the same data differs",
-          "training/rankers/lgbm.py", "random_state=self.seed + m,", "random_state=None,",
+          "training/rankers/lgbm.py", "random_state=self.seed + m,", "random_state=int(np.random.randint(1 << 30)),",
           ("tests/test_rankers.py::test_lgbm_fits_the_same_boosters_on_the_same_data",)),
 )
 

@@ -216,3 +216,23 @@ def test_a_timing_beside_a_busy_process_is_timed_again_and_kept_with_its_stall_s
         assert busy.ok and contention.spoiled(busy.stall_share), busy.stall_share
         assert m.stats["timed_again_contended"] - before["timed_again_contended"] == contention.RETRIES
         assert m.stats["kept_contended"] - before["kept_contended"] == 1
+
+
+def test_a_timing_taken_while_the_threads_do_not_run_side_by_side_is_timed_again(target, monkeypatch):
+    """The timing worker reads the parallel probe (a ~1 us kernel on the target's threads against one thread)
+    before and after every timing; a ratio over SLOW_RATIO means a slow stretch (parallel_probe.py), and the
+    timing is taken again up to contention.RETRIES times, then kept with its ratio. With the threshold at 0 every
+    reading counts as slow; at its default a quiet machine's readings are about 1.1, 1.9-2.0 in a slow stretch."""
+    from recommender.measure import contention, parallel_probe
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=5)) as m:
+        (first,) = m.measure([as_mod(matmul64)])
+        assert first.ok and 0.3 < first.parallel_ratio < 5.0, first.parallel_ratio
+        before = dict(m.stats)
+        monkeypatch.setattr(parallel_probe, "SLOW_RATIO", 0.0)
+        (slow,) = m.measure([as_mod(matmul64)])
+        assert slow.ok and parallel_probe.slow(slow.parallel_ratio)
+        again = {k: m.stats[f"timed_again_{k}"] - before[f"timed_again_{k}"] for k in ("not_parallel", "contended")}
+        kept = {k: m.stats[f"kept_{k}"] - before[f"kept_{k}"] for k in ("not_parallel", "contended")}
+        # a try that another process also stalled counts as contended: the two kinds share the retries
+        assert sum(again.values()) == contention.RETRIES and again["not_parallel"] >= 1, again
+        assert sum(kept.values()) == 1, kept

@@ -469,7 +469,7 @@ def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_r
     model makes of it (its weight) and its record's isolated time; the VM's builtins and the time between
     calls are rows of their own; a folder that is not a database is refused before anything is built."""
     from recommender.core.errors import SchedrecError
-    from recommender.profile.run import profile_model
+    from recommender.compare.profile import profile_model
     _, onnx_path = bank_and_onnx
     out = k2_run[0]
     code, printed = main_printing("profile", onnx_path, "--database", str(out / "database"), "--runs", "3",

@@ -69,14 +69,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..frontend.model_import import model_name_from_spec
-    from ..profile.report import gap_lines
-    from ..profile.run import profile_model, write_profile
+    from ..compare.profile import profile_model, write_profile
+    from ..measure.vm_profile import gap_lines
     from ..target.spec import parse_target
     target = parse_target(args.target)
     db = Path(args.database) if args.database else None
     print(f"profiling {args.model} on {target.key} ({args.runs} runs) ...", file=sys.stderr)
-    data = profile_model(args.model, target, db, runs=args.runs, pack_weights=args.pack_weights,
-                         fast_math=not args.exact_math)
+    data = profile_model(args.model, target, db, runs=args.runs, fast_math=not args.exact_math)
     rows = [[_short(r["symbol"], 56), r["kind"], str(r["calls"]), f"{r['model_s'] * 1e3:.3f}",
              f"{r['isolated_s'] * 1e3:.3f}" if "isolated_s" in r else "-",
              f"{r['model_s'] / r['isolated_s']:.2f}" if r.get("isolated_s") else "-"]
@@ -112,10 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.input_shape(pr)
     pr.add_argument("--runs", type=int, default=20, help="instrumented and plain runs, interleaved (20)")
     pr.add_argument("--top", type=int, default=30, help="rows to print (30); the JSON has all")
-    pr.add_argument("--pack-weights", action=argparse.BooleanOptionalAction, default=None,
-                    help="import as the transfer did (default: read from the run.json beside the database)")
-    pr.add_argument("--exact-math", action="store_true", help="build without fast math (as --exact-math runs)")
-    pr.add_argument("--out", metavar="FILE", help="the JSON (default out/profile/MODEL.json)")
+    options.exact_math(pr)
+    options.out(pr, "out/profile/MODEL.json", what="the profile's JSON", metavar="FILE")
     pr.set_defaults(func=cmd_profile)
 
     t = sub.add_parser("target", help=cmd_target.__doc__, description=cmd_target.__doc__)

@@ -217,8 +217,8 @@ def bank_name(sp: argparse.ArgumentParser, required: bool) -> None:
                     help="the model name to file it under" + ("" if required else " (default: the run's model)"))
 
 
-def out(sp: argparse.ArgumentParser, default: str) -> None:
-    sp.add_argument("--out", metavar="DIR", help=f"output folder (default: {default})")
+def out(sp: argparse.ArgumentParser, default: str, what: str = "output folder", metavar: str = "DIR") -> None:
+    sp.add_argument("--out", metavar=metavar, help=f"{what} (default: {default})")
 
 
 def bank_records(sp: argparse.ArgumentParser) -> None:

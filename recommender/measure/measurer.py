@@ -23,10 +23,16 @@ from queue import Empty, Queue
 from ..core.errors import SchedrecError
 # candidate status values: defined once with the rows that record them, importable from here too
 from ..core.rows import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT  # noqa: F401
-from . import contention
+from . import contention, parallel_probe
 from .args import index_bounds, kernel_args
 from .host_lock import exclusive
 from .pool import WorkerCrash, WorkerError, WorkerHandle, WorkerTimeout
+
+
+# a whole model's timing spoiled by contention or taken in a slow stretch (parallel_probe.py) is timed again this
+# often, this far apart: slow stretches last seconds to minutes, and a model's timing matters more than a kernel's
+MODEL_RETRIES = 12
+MODEL_RETRY_WAIT_S = 5.0
 
 
 @dataclass
@@ -69,6 +75,7 @@ class MeasureResult:
     path: str | None = None  # model_library: the built library
     recorded_s: dict[str, float] = field(default_factory=dict)  # model_library: kernel -> its record's seconds
     stall_share: float | None = None  # share of the timing in which a task waited for a CPU (contention.py)
+    parallel_ratio: float | None = None  # the parallel probe's worse reading around the timing (parallel_probe.py)
 
     @property
     def ok(self) -> bool:
@@ -106,7 +113,7 @@ class Measurer:
         self._lock = threading.Lock()
         self._counter = 0
         self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0, "timed_again_contended": 0,
-                      "kept_contended": 0}
+                      "kept_contended": 0, "timed_again_not_parallel": 0, "kept_not_parallel": 0}
         self._packing: dict[str, dict] = {}  # artifact path -> check_path, timing_args (worker._build)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -201,34 +208,43 @@ class Measurer:
 
     def _timed(self, op: str, payload: dict, timeout: float, retry_contended: bool = True) -> MeasureResult:
         """Run a timing request in the timing worker; failures become results with their reason. A timing
-        that another process spoiled (it stalled for a CPU, contention.py) is timed again, up to
-        contention.RETRIES times (unless `retry_contended` is False); the last is kept with its stall share,
-        and the first such stall is told. Through RPC this machine's stalls say nothing of the board's, and the
-        board keeps no artifact for a second try: never timed again there, no stall share."""
+        that another process spoiled (it stalled for a CPU, contention.py) or that ran while the worker's threads
+        did not run side by side (parallel_probe.py) is timed again, up to contention.RETRIES times (a whole
+        model's up to MODEL_RETRIES times, further apart: a slow stretch lasts seconds to minutes), unless
+        `retry_contended` is False; the last is kept with its stall share and probe ratio, and the first of each
+        kind is told. Through RPC this machine's stalls say nothing of the board's, and the board keeps no
+        artifact for a second try: never timed again there, no stall share."""
         if self.rpc is not None:
             return self._timed_once(op, payload, timeout)
-        for attempt in range(contention.RETRIES + 1 if retry_contended else 1):
+        retries, wait = ((MODEL_RETRIES, MODEL_RETRY_WAIT_S) if op == "time_model" else
+                         (contention.RETRIES, contention.RETRY_WAIT_S))
+        for attempt in range(retries + 1 if retry_contended else 1):
             with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
             result.stall_share = watch.share
-            if not (result.ok and contention.spoiled(watch.share)):
+            spoiled = contention.spoiled(watch.share)
+            if not (result.ok and (spoiled or parallel_probe.slow(result.parallel_ratio))):
                 return result
-            if attempt == contention.RETRIES or not retry_contended:
-                self.stats["kept_contended"] += 1
+            kind = "contended" if spoiled else "not_parallel"
+            if attempt == retries or not retry_contended:
+                self.stats[f"kept_{kind}"] += 1
                 return result
-            if not self.stats["timed_again_contended"]:
-                print(f"note: another process took the CPU during a timing (stalled {watch.share:.0%} of it); "
-                      f"timed again (up to {contention.RETRIES} times), as every spoiled timing will be",
+            if not self.stats[f"timed_again_{kind}"]:
+                why = (f"another process took the CPU during a timing (stalled {watch.share:.0%} of it)" if spoiled
+                       else f"the timing worker's threads did not run side by side (parallel probe "
+                            f"{result.parallel_ratio:.2f} of one thread's time)")
+                print(f"note: {why}; timed again (up to {retries} times), as every such timing will be",
                       file=sys.stderr, flush=True)
-            self.stats["timed_again_contended"] += 1
-            time.sleep(contention.RETRY_WAIT_S)
+            self.stats[f"timed_again_{kind}"] += 1
+            time.sleep(wait)
         return result
 
     def _timed_once(self, op: str, payload: dict, timeout: float) -> MeasureResult:
         t0 = time.perf_counter()
         try:
-            costs = self._timer.call(op, payload, timeout)
-            return MeasureResult(OK, list(costs), run_s=time.perf_counter() - t0)
+            reply = self._timer.call(op, payload, timeout)
+            return MeasureResult(OK, list(reply["costs"]), run_s=time.perf_counter() - t0,
+                                 parallel_ratio=reply["parallel_ratio"])
         except WorkerError as err:
             status = WRONG_RESULT if str(err).startswith("WrongResult") else RUNTIME_ERROR
             return MeasureResult(status, error=str(err), run_s=time.perf_counter() - t0)
@@ -321,7 +337,7 @@ class Measurer:
             return self._timed("time_model", payload, max(s.run_timeout_s, 600.0))
 
     def profile_model_library(self, path: str, input_info: list, runs: int = 20) -> dict:
-        """Every call of a compiled Relax model timed in the timing worker (`recommender.profile.calls`), run
+        """Every call of a compiled Relax model timed in the timing worker (`measure.vm_profile`), run
         `runs` times instrumented and `runs` times plain, interleaved; adds `stall_share` (contention.py)."""
         if self.rpc is not None:
             raise SchedrecError("a per-call profile runs on this machine's CPU, not through RPC")
@@ -329,7 +345,7 @@ class Measurer:
                   "runs": runs}
         with exclusive("profiling a model"), contention.StallWatch() as watch:
             try:
-                out = self._timer.call("call", {"function": "recommender.profile.calls:profile_library",
+                out = self._timer.call("call", {"function": "recommender.measure.vm_profile:profile_library",
                                                 "kwargs": kwargs}, max(self.settings.run_timeout_s, 900.0))
             except (WorkerError, WorkerTimeout, WorkerCrash) as err:
                 raise SchedrecError(f"profiling the model failed: {err}") from err

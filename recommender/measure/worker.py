@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from typing import Callable
 
 
 def _export(lib: object, path: str) -> str:
@@ -112,6 +113,21 @@ def _has_layout_free_buffers(mod: object) -> bool:
     import tvm
     return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("layout_free_buffers")
                for f in mod.functions.values())
+
+
+def _probed(timing: Callable[[dict], list[float]]) -> Callable[[dict], dict]:
+    """A timing op that also answers the parallel probe before and after it (parallel_probe.py): {"costs",
+    "parallel_ratio": the worse of the two, None with one thread}."""
+    def op(payload: dict) -> dict:
+        from .parallel_probe import probe_ratio
+        if payload.get("rpc"):  # timed on a board: this host's threads say nothing of it
+            return {"costs": timing(payload), "parallel_ratio": None}
+        before = probe_ratio()
+        costs = timing(payload)
+        after = probe_ratio()
+        ratios = [r for r in (before, after) if r is not None]
+        return {"costs": costs, "parallel_ratio": max(ratios) if ratios else None}
+    return op
 
 
 def _time_model(payload: dict) -> list[float]:
@@ -296,7 +312,8 @@ def _crash(payload: dict) -> None:
     os.abort()
 
 
-_OPS = {"build": _build, "time": _time, "build_model": build_model, "time_model": _time_model, "ping": lambda payload: os.getpid(), "call": _call, "crash": _crash}
+_OPS = {"build": _build, "time": _probed(_time), "build_model": build_model, "time_model": _probed(_time_model),
+        "ping": lambda payload: os.getpid(), "call": _call, "crash": _crash}
 
 
 def serve(conn: object) -> None:

@@ -8,13 +8,13 @@ from ..core.errors import SchedrecError
 from ..core.fileio import atomic_write_json, display_path, read_json
 from ..measure import MeasureSettings, Measurer
 from ..target.spec import TargetSpec
-from .report import summarize
+from ..measure.vm_profile import summarize
 
 
 def profile_model(spec: str, target: TargetSpec, database_dir: Path | None, runs: int = 20,
                   pack_weights: bool | None = None, fast_math: bool = True) -> dict:
     """The model built with `database_dir`'s schedules (none: MetaSchedule's defaults), every call timed
-    (`profile.report.summarize`). `pack_weights` as the transfer that wrote the database imported the model
+    (`measure.vm_profile.summarize`). `pack_weights` as the transfer that wrote the database imported the model
     (None: read it from the run.json beside the database; absent, False)."""
     import tvm
 
