@@ -30,12 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WIDTH = 118  # generated prose is wrapped at this width; table rows are not
 
 
-def _ms(s: float | None) -> str:
-    return f"{s * 1e3:.1f}" if s else "-"
-
-
-def _ms2(s: float | None) -> str:
-    return f"{s * 1e3:.2f}" if s else "-"
+def _ms(s: float | None, digits: int = 1) -> str:
+    return f"{s * 1e3:.{digits}f}" if s else "-"
 
 
 def _read(path: Path) -> dict | list | None:
@@ -733,10 +729,10 @@ def render_profiles(target_dir: Path, root: Path = ROOT) -> str:
         t = d["totals"]
         dates.add(d["date"])
         gap = t["model_s"] - t["kernels_isolated_s"]
-        rows.append(f"| [{d['model']}]({f.relative_to(root)}) | `{d['database']}` | {_ms2(t['model_s'])} | "
-                    f"{_ms2(t['kernels_isolated_s'])} | {_ms2(t['kernel_s'])} | {_ms2(t['kernel_no_record_s'])} | "
-                    f"{_ms2(t['vm_builtin_s'])} | {_ms2(t['between_calls_s'])} | {_ms2(t['hook_overhead_s'])} | "
-                    f"{_ms2(gap)} ({gap / t['model_s']:.0%}) |")
+        cells = [t[k] for k in ("model_s", "kernels_isolated_s", "kernel_s", "kernel_no_record_s", "vm_builtin_s",
+                                "between_calls_s", "hook_overhead_s")]
+        rows.append(f"| [{d['model']}]({f.relative_to(root)}) | `{d['database']}` | "
+                    + " | ".join(_ms(c, 2) for c in cells) + f" | {_ms(gap, 2)} ({gap / t['model_s']:.0%}) |")
     intro = wrap(f"`schedrec profile MODEL --database DIR --runs 20` ({', '.join(sorted(dates))}; each model's database "
                  "from `schedrec transfer --budget-per-kernel 2`): every call of the compiled model timed through the "
                  "Relax VM's instrument hook, medians of 20 runs; \"kernels alone\" sums the database records' "

@@ -109,8 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="a MetaSchedule database (a transfer's OUT/database); none: MetaSchedule's defaults")
     options.target(pr)
     options.input_shape(pr)
-    pr.add_argument("--runs", type=int, default=20, help="instrumented and plain runs, interleaved (20)")
-    pr.add_argument("--top", type=int, default=30, help="rows to print (30); the JSON has all")
+    pr.add_argument("--runs", type=options.positive_int, default=20,
+                    help="instrumented and plain runs, interleaved (20)")
+    pr.add_argument("--top", type=options.positive_int, default=30, help="rows to print (30); the JSON has all")
     options.exact_math(pr)
     options.out(pr, "out/profile/MODEL.json", what="the profile's JSON", metavar="FILE")
     pr.set_defaults(func=cmd_profile)

@@ -30,7 +30,8 @@ def profile_model(spec: str, target: TargetSpec, database_dir: Path | None, runs
     kernels = {gv.name_hint for gv, f in model.mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     inputs = list(zip(model.input_shapes, model.input_dtypes))
     with Measurer(target.config, MeasureSettings(fast_math=fast_math)) as measurer:
-        with measurer.model_library(model.mod, str(database_dir) if database_dir else None) as built:
+        with measurer.model_library(model.mod, str(database_dir) if database_dir else None,
+                                    with_records=True) as built:
             if not built.ok:
                 raise SchedrecError(f"the model does not build: {built.status}: {built.error}")
             raw = measurer.profile_model_library(built.path, inputs, runs)

@@ -206,19 +206,19 @@ class Measurer:
         with exclusive("timing a kernel"):
             return self._timed("time", payload, s.run_timeout_s)
 
-    def _timed(self, op: str, payload: dict, timeout: float, retry_contended: bool = True) -> MeasureResult:
+    def _timed(self, op: str, payload: dict, timeout: float) -> MeasureResult:
         """Run a timing request in the timing worker; failures become results with their reason. A timing
         that another process spoiled (it stalled for a CPU, contention.py) or that ran while the worker's threads
         did not run side by side (parallel_probe.py) is timed again, up to contention.RETRIES times (a whole
-        model's up to MODEL_RETRIES times, further apart: a slow stretch lasts seconds to minutes), unless
-        `retry_contended` is False; the last is kept with its stall share and probe ratio, and the first of each
-        kind is told. Through RPC this machine's stalls say nothing of the board's, and the board keeps no
-        artifact for a second try: never timed again there, no stall share."""
+        model's up to MODEL_RETRIES times, further apart: a slow stretch lasts seconds to minutes); the last is
+        kept with its stall share and probe ratio, and the first of each kind is told. Through RPC this machine's
+        stalls say nothing of the board's, and the board keeps no artifact for a second try: never timed again
+        there, no stall share."""
         if self.rpc is not None:
             return self._timed_once(op, payload, timeout)
         retries, wait = ((MODEL_RETRIES, MODEL_RETRY_WAIT_S) if op == "time_model" else
                          (contention.RETRIES, contention.RETRY_WAIT_S))
-        for attempt in range(retries + 1 if retry_contended else 1):
+        for attempt in range(retries + 1):
             with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
             result.stall_share = watch.share
@@ -226,7 +226,7 @@ class Measurer:
             if not (result.ok and (spoiled or parallel_probe.slow(result.parallel_ratio))):
                 return result
             kind = "contended" if spoiled else "not_parallel"
-            if attempt == retries or not retry_contended:
+            if attempt == retries:
                 self.stats[f"kept_{kind}"] += 1
                 return result
             if not self.stats[f"timed_again_{kind}"]:
@@ -300,10 +300,12 @@ class Measurer:
             return result
 
     @contextmanager
-    def model_library(self, mod: object, database_dir: str | None = None) -> Iterator[MeasureResult]:
+    def model_library(self, mod: object, database_dir: str | None = None,
+                      with_records: bool = False) -> Iterator[MeasureResult]:
         """Build a whole Relax model (with a database's schedules if given) to a library, for timing it
         several times (`time_model_library`, e.g. in rounds side by side with other builds); the library is
-        deleted on exit. Yields a result whose `path` is the library, or, where the build failed, its status."""
+        deleted on exit. Yields a result whose `path` is the library, or, where the build failed, its status;
+        `with_records`: its `recorded_s` has each kernel's database record cost (for `schedrec profile`)."""
         import tvm
         path = self._artifact_path()
         t0 = time.perf_counter()
@@ -313,6 +315,7 @@ class Measurer:
                     built = self._builders[0].call("build_model", {"mod_json": tvm.ir.save_json(mod),
                                                                    "target": self.target_config, "out_path": path,
                                                                    "database_dir": database_dir,
+                                                                   "with_records": with_records,
                                                                    "fast_math": self.settings.fast_math},
                                                    max(self.settings.build_timeout_s, 1800.0))
             except (WorkerError, WorkerTimeout, WorkerCrash) as err:

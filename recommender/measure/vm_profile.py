@@ -70,8 +70,7 @@ def profile_library(lib_path: str, args_info: list, runs: int = 20, warmup: int 
         for i, (_, _, sec) in enumerate(run_calls):
             seconds[i].append(sec)
     return {"plain_s": plain_s, "instrumented_s": traced_s,
-            "calls": [{"symbol": s, "depth": d, "seconds": sec} for (s, d), sec in zip(sequence or [], seconds)],
-            "median_plain_s": statistics.median(plain_s)}
+            "calls": [{"symbol": s, "depth": d, "seconds": sec} for (s, d), sec in zip(sequence or [], seconds)]}
 
 
 KERNEL, UNRECORDED, BUILTIN, OTHER = "kernel", "kernel, no record", "vm builtin", "other"

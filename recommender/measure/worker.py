@@ -70,7 +70,9 @@ def build_model(payload: dict) -> dict:
     if payload.get("database_dir"):
         from tvm.s_tir import meta_schedule as ms
         db = ms.database.JSONDatabase(work_dir=payload["database_dir"], allow_missing=False)
-        recorded = recorded_costs(mod, db, target)
+        if payload.get("with_records"):
+            recorded = {name: sum(float(x) for x in rec.run_secs) / len(rec.run_secs)
+                        for name, rec in applied_records(mod, db, target).items() if rec.run_secs}
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(mod)
         scheduled = sum(1 for f in mod.functions.values()
@@ -81,17 +83,17 @@ def build_model(payload: dict) -> dict:
                 "recorded_s": recorded}
 
 
-def recorded_costs(mod: object, db: object, target: object) -> dict[str, float]:
-    """Kernel name -> the mean measured seconds of the database record that MetaScheduleApplyDatabase applies
-    to it (the same query), for the model's kernels that have one."""
+def applied_records(mod: object, db: object, target: object) -> dict[str, object]:
+    """Kernel name -> the database's tuning record that MetaScheduleApplyDatabase applies to it (the same
+    query), for the model's kernels that have one."""
     import tvm
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
     out = {}
     for gv, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc):
             rec = db.query_tuning_record(_normalize_mod(func), target, gv.name_hint)
-            if rec is not None and rec.run_secs:
-                out[gv.name_hint] = sum(float(x) for x in rec.run_secs) / len(rec.run_secs)
+            if rec is not None:
+                out[gv.name_hint] = rec
     return out
 
 
