@@ -30,6 +30,7 @@ from recommender.core.errors import SchedrecError, run_script  # noqa: E402
 from recommender.target.spec import parse_target  # noqa: E402
 from recommender.core.fileio import atomic_write_json, gzip_writer, replacing  # noqa: E402
 from recommender.core.row_files import read_rows  # noqa: E402
+from training.noise_ceiling import CEILING_FILE, REMEASURE_FILE, ceiling  # noqa: E402
 
 
 def sample_kernels(rows_by_kernel: dict, n: int, seed: int) -> list:
@@ -92,6 +93,7 @@ def measure_again(matrix_dir: Path, target_spec: str, n: int, seed: int) -> Path
                 done.append({k: v for k, v in r.items() if k not in ("trace", "workload")} | {
                     "status": a.status if a.ok else b.status, "costs": list(a.costs),
                     "latency_s": a.median if a.ok and b.ok else None, "again_latency_s": b.median if b.ok else None,
+                    "again_costs": list(b.costs),
                     "first_latency_s": r["latency_s"], "first_costs": r["costs"]})
             _write(out, done)
             print(f"[{i}/{len(todo)}] {key[0]} {key[1]}: {len(kept)} measured in {time.time() - t0:.0f} s",
@@ -106,31 +108,6 @@ def _write(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
 
 
-def ceiling(path: Path, ks: tuple[int, ...] = (1, 3, 5)) -> dict:
-    """Top-k scores (DESIGN.md) of ranking by one measurement and scoring with another: matrix -> A and
-    A -> B; and the median relative change between them."""
-    by_kernel: dict = defaultdict(list)
-    for r in read_json_lines(path, what="remeasure file"):
-        if r["match"] != "default" and r["latency_s"] and r["first_latency_s"] and r.get("again_latency_s"):
-            by_kernel[(r["target_model"], r["target_kernel"])].append(r)
-    out: dict = {"kernels": len(by_kernel), "candidates": sum(map(len, by_kernel.values()))}
-    for name, rank_by, score_by in (("matrix_to_a", "first_latency_s", "latency_s"),
-                                    ("a_to_b", "latency_s", "again_latency_s")):
-        part: dict = {}
-        for k in ks:
-            num = den = 0.0
-            for rows in by_kernel.values():
-                w = rows[0]["weight"]
-                top = sorted(rows, key=lambda r: r[rank_by])[:k]
-                num += w * min(r[score_by] for r in rows)
-                den += w * min(r[score_by] for r in top)
-            part[f"top{k}"] = round(num / den, 4) if den else None
-        changes = sorted(abs(r[score_by] / r[rank_by] - 1) for rows in by_kernel.values() for r in rows)
-        part["median_abs_change"] = round(changes[len(changes) // 2], 4) if changes else None
-        out[name] = part
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--matrix", type=Path, default=Path("models/llvm-znver3-2c/transfer"))
@@ -139,11 +116,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args()
-    path = a.matrix / "noise" / "remeasure.jsonl.gz"
+    path = a.matrix / REMEASURE_FILE
     if not a.report_only:
         path = measure_again(a.matrix, a.target, a.kernels, a.seed)
-    result = ceiling(path)
-    atomic_write_json(str(a.matrix / "noise" / "ceiling.json"), result)
+    result = ceiling(a.matrix, path)
+    atomic_write_json(str(a.matrix / CEILING_FILE), result)
     print(json.dumps(result, indent=1))
 
 
