@@ -8,12 +8,14 @@ Four parts, each a pure function of plain values (no TVM):
 - source: the candidate's kind (donor, rule instance, design-space schedule), whether it is one of its rule's
   fixed tiles, and a rule instance's knob values (the register tile);
 - schedule: the trace as tokens (`trace_tokens`), aggregated for tree models (token counts and the
-  tile / unroll / parallel summary) or kept as a sequence for the TLP-style model.
+  tile / unroll / parallel summary) or kept as a sequence for the TLP-style model;
+- hardware (only for a featurizer given a `Hardware`, as rankers trained across CPUs are): the target's
+  recorded spec and the schedule's choices against it (`hardware_features`).
 
 `Featurizer.tabular(rows)` gives one vector per candidate (LightGBM); `Featurizer.sequences(rows)` gives
 one (1 + SEQUENCE_TOKENS, 1 + width) array per candidate whose first token carries the kernel and pair features
-(the TLP-style model). The feature version names the schema and the vocabulary: a ranker saved for
-another version is refused.
+(the TLP-style model). The feature version names the schema, the hardware block where there is one, and the
+vocabulary: a ranker saved for another version is refused.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from recommender.core.rows import DONOR, RULE, SPACE
 
+from .hardware_features import HARDWARE_NAMES, HARDWARE_VERSION, Hardware, hardware_features
 from .trace_tokens import N_NUMERIC, Vocabulary, schedule_summary, trace_tokens
 
 SCHEMA_VERSION = "2"  # 2: the source kind and the rule knobs (`source_features`)
@@ -159,25 +162,30 @@ def source_features(row: CandidateLike) -> dict[str, float]:
 
 
 class Featurizer:
-    """Turns candidate rows into ranker input. `sources` maps (model, kernel) to its SourceKernel."""
+    """Turns candidate rows into ranker input. `sources` maps (model, kernel) to its SourceKernel; with
+    `hardware`, every row also gets the hardware block (`hardware_features`) of that target."""
 
-    def __init__(self, vocab: Vocabulary, sources: dict[tuple[str, str], SourceKernel] | None = None) -> None:
+    def __init__(self, vocab: Vocabulary, sources: dict[tuple[str, str], SourceKernel] | None = None,
+                 hardware: Hardware | None = None) -> None:
         self.vocab = vocab
         self.sources = sources or {}
+        self.hardware = hardware
         probe = _ProbeRow()
         self._kernel_names = list(kernel_features(probe.class_key, probe.target_args, 1.0))
         self._pair_names = list(pair_features(probe, None))
         self._source_names = list(source_features(probe))
         self._sched_names = list(schedule_summary([[], []]))
-        self.tabular_names = (self._kernel_names + self._pair_names + self._source_names + self._sched_names +
+        self._hardware_names = list(HARDWARE_NAMES) if hardware is not None else []
+        self.context_names = self._kernel_names + self._pair_names + self._source_names + self._hardware_names
+        self.tabular_names = (self.context_names + self._sched_names +
                               [f"count_{w}" for w in vocab.words[1:]] + ["n_instructions"])
-        self.context_names = self._kernel_names + self._pair_names + self._source_names
         self.token_width = 1 + max(N_NUMERIC, len(self.context_names))
         self._lookup_ids = {vocab.id(w) for w in LOOKUP_WORDS} - {vocab.id("<unk>")}
 
     @property
     def version(self) -> str:
-        return f"schema{SCHEMA_VERSION}-vocab{self.vocab.version}.{self.vocab.digest}"
+        hw = f"+hw{HARDWARE_VERSION}" if self.hardware is not None else ""
+        return f"schema{SCHEMA_VERSION}{hw}-vocab{self.vocab.version}.{self.vocab.digest}"
 
     def _source(self, row: CandidateLike) -> SourceKernel | None:
         return self.sources.get((row.source_model, row.source_kernel))
@@ -186,7 +194,11 @@ class Featurizer:
         k = kernel_features(row.class_key, row.target_args, row.flops)
         p = pair_features(row, self._source(row))
         src = source_features(row)
-        return [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names] + [src[n] for n in self._source_names]
+        out = [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names] + [src[n] for n in self._source_names]
+        if self.hardware is not None:
+            hw = hardware_features(self.hardware, k, src, schedule_summary(_trace_of(row)))
+            out += [hw[n] for n in self._hardware_names]
+        return out
 
     def tabular(self, rows: Iterable[CandidateLike]) -> np.ndarray:
         """One vector per candidate: kernel, pair, schedule summary and token counts. (Values relative to

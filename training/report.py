@@ -64,12 +64,18 @@ def rankers_markdown(target_dir: Path) -> str:
         nc = ev.get("noise_ceiling")
         if nc:
             a, b = nc.get("matrix_to_a", {}), nc.get("a_to_b", {})
+            metric = ("evaluate's metric (the same weights, default fallback and failures)" if "metric" in nc
+                      else "valid candidates only (not evaluate's metric)")
             lines += [f"Label-noise ceiling ({nc['kernels']} kernels, {nc['candidates']} candidates measured twice "
-                      "more, `scripts/remeasure_matrix.py`): ranking by the matrix's measurement and scoring with a "
-                      f"new one gives top-1 {_f(a.get('top1'))}, top-5 {_f(a.get('top5'))} (median change "
-                      f"{_f(a.get('median_abs_change'))}); two new measurements back to back give top-1 "
+                      f"more, `scripts/remeasure_matrix.py`), on {metric}: ranking by the matrix's measurement and "
+                      f"scoring with a new one gives top-1 {_f(a.get('top1'))}, top-5 {_f(a.get('top5'))} (median "
+                      f"change {_f(a.get('median_abs_change'))}); two new measurements back to back give top-1 "
                       f"{_f(b.get('top1'))}, top-5 {_f(b.get('top5'))} (median change "
-                      f"{_f(b.get('median_abs_change'))}).", ""]
+                      f"{_f(b.get('median_abs_change'))})."
+                      + (f" Ranked by the median of 1..{len(nc['repeats_curve'])} repeats, top-1 "
+                         + " / ".join(_f(v["top1"]) for v in nc["repeats_curve"].values())
+                         + f"; {nc.get('repeats_for_top1_095') or 'no count of'} repeats hold 0.95."
+                         if nc.get("repeats_curve") else ""), ""]
         curve = ev.get("learning_curve")
         if curve:
             names = sorted({n for v in curve.values() for n in v})
@@ -97,4 +103,41 @@ def update_card(target_dir: Path) -> Path | None:
         text = text.rstrip("\n") + "\n\n" + section
     text = text.rstrip("\n") + "\n"  # one newline at the end, as make_card writes it
     atomic_write_text(str(card), text)
+    return card
+
+
+def shared_markdown(shared_dir: Path) -> str:
+    """The card of the rankers trained across targets: the saved ranker and the cross-target table."""
+    from training.cross_target import RESULT_FILE, format_cross_table
+    folder = Path(shared_dir) / "rankers"
+    lines = ["# Rankers across targets", "",
+             "One LightGBM ranker trained on the query groups of several CPU targets (each group one kernel of "
+             "one target), with each target's recorded hardware as features (`featurize/hardware_features.py`, "
+             "`recommender/target/cpus.json`). A transfer on a CPU without rankers of its own uses it "
+             "(`schedrec target` says which ranker a transfer would use). Written by `schedrec train --targets` "
+             "and `schedrec evaluate --cross-target`.", ""]
+    meta_path = folder / "lgbm" / "meta.json"
+    if meta_path.exists():
+        m = json.loads(meta_path.read_text())
+        lines += [f"Saved: `rankers/lgbm/`, trained on {', '.join(m.get('targets', []))} "
+                  f"({', '.join(f'{k}: {v}' for k, v in m.get('kernels', {}).items())} kernels; "
+                  f"{m.get('candidates')} candidates; {_f(m.get('train_seconds'))} s), features "
+                  f"`{m.get('feature_version', '')}`.", ""]
+    ev_path = folder / RESULT_FILE
+    if ev_path.exists():
+        ev = json.loads(ev_path.read_text())
+        lines += [f"Evaluation ({ev['protocol']}, a held-out model out of every target at once; each target's "
+                  "figures measured on that CPU, pooled over its held-out kernels). own: the target's own ranker; "
+                  "zero shot: trained on the other targets only; adapted N: zero shot trained on (continued, "
+                  f"{ev.get('adapt_trees')} trees per booster) with N of the target's training kernels; shared: "
+                  "trained on every target.", "", format_cross_table(ev), "",
+                  "![score against N](rankers/cross_target.png)", ""]
+    return "\n".join(lines)
+
+
+def update_shared_card(shared_dir: Path) -> Path:
+    """Write `<shared>/card.md`."""
+    card = Path(shared_dir) / "card.md"
+    card.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(str(card), shared_markdown(shared_dir).rstrip("\n") + "\n")
     return card

@@ -51,15 +51,23 @@ def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.n
 
 
 class TargetData:
-    """A target's measured rows, featurizer and feature table, loaded once."""
+    """A target's measured rows, featurizer and feature table, loaded once; with `hardware`, the featurizer
+    adds the target's hardware block (what rankers trained across CPUs read: training.cross_target)."""
 
-    def __init__(self, target_dir: Path, log: Callable[[str], None], bank_records: bool = True) -> None:
+    def __init__(self, target_dir: Path, log: Callable[[str], None], bank_records: bool = True,
+                 hardware: bool = False) -> None:
         self.target_dir = Path(target_dir)
         if not self.target_dir.is_dir():
             raise BankError(f"no target folder {self.target_dir}")
         t0 = time.perf_counter()
         self.rows = read_target_matrix(self.target_dir)
-        self.featurizer = Featurizer(Vocabulary.load(), read_source_kernels(self.target_dir / "bank"))
+        spec = None
+        if hardware:
+            from recommender.target.hardware import hardware_for
+            spec, note = hardware_for(self.target_dir.name)
+            if note:
+                log(note)
+        self.featurizer = Featurizer(Vocabulary.load(), read_source_kernels(self.target_dir / "bank"), spec)
         # the bank's own tuning records join their kernels' groups for the rankers that use them
         self.extra = bank_record_rows(self.target_dir / "bank") if bank_records else []
         self.table = FeatureTable(self.featurizer, [r for r in self.rows if r.replayed] + self.extra,

@@ -7,7 +7,7 @@ from pathlib import Path
 from featurize.trace_schema import MalformedTrace, check_trace
 
 from ..core.errors import BankError
-from ..target.folders import other_cpu_note, repo_models_dir, resolve
+from ..target.folders import other_cpu_note, rankers_for, repo_models_dir, resolve
 from .store import META_FILE, bank_models, locked, pack, read_meta, read_records, write_meta
 
 
@@ -102,7 +102,7 @@ def donor_folders(target_key: str, bank: str | None = None, recommender: str | N
     if with_recommender and recommender:
         rec = Path(recommender)
     elif with_recommender:
-        rec, note = resolve(repo_models_dir(), target_key, "rankers")
+        rec, note = rankers_for(repo_models_dir(), target_key)
         if rec / "bank" != bank_dir:
             notes.append(note)
     return bank_dir, rec, [n for n in notes if n]

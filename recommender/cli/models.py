@@ -51,10 +51,34 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def cmd_target(args: argparse.Namespace) -> int:
-    """Show the target and its key."""
+    """Show the target, its key, its hardware as rankers see it, and which bank and ranker a transfer on it
+    would use."""
+    from dataclasses import asdict
+
+    from ..core.errors import SchedrecError
+    from ..core.fileio import display_path
+    from ..target.folders import rankers_for, repo_models_dir, resolve
+    from ..target.hardware import hardware_for
     from ..target.spec import parse_target
     t = parse_target(args.target)
-    print(json.dumps({"target": t.config, "target_key": t.key}, indent=2))
+    out: dict = {"target": t.config, "target_key": t.key}
+    notes = []
+    hw, note = hardware_for(t.key)
+    out["hardware"] = asdict(hw)
+    notes.append(note)
+    try:
+        bank, note = resolve(repo_models_dir(), t.key, "bank")
+        out["transfer_bank"] = display_path(bank / "bank")
+        notes.append(note)
+        rec, note = rankers_for(repo_models_dir(), t.key)
+        out["transfer_rankers"] = display_path(rec / "rankers")
+        notes.append(note)
+    except SchedrecError as err:
+        notes.append(f"note: {err}")
+    print(json.dumps(out, indent=2))
+    for n in notes:
+        if n:
+            print(n, file=sys.stderr)
     return 0
 
 

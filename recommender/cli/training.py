@@ -16,15 +16,55 @@ def target_folder(args: argparse.Namespace) -> Path:
     return target_dir(parse_target(args.target).key)
 
 
+def cross_targets(args: argparse.Namespace) -> list[str]:
+    """The target keys of --targets (`all`: every target folder with a transfer matrix), each checked."""
+    from training.cross_target import matrix_targets
+
+    from ..target.folders import repo_models_dir, target_dir
+    if args.targets in (None, "all"):
+        return matrix_targets(repo_models_dir())
+    keys = list(options.names_list(args.targets))
+    for key in keys:
+        target_dir(key)  # refused with the list of targets that have a matrix
+    return keys
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/."""
+    """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/. With
+    --targets, one lgbm ranker across those targets instead, saved to models/shared/rankers/lgbm/."""
+    if args.targets is not None:
+        from training.cross_target import train_shared
+        from training.report import update_shared_card
+
+        from ..target.folders import repo_models_dir, shared_dir
+        train_shared(repo_models_dir(), cross_targets(args), shared_dir())
+        update_shared_card(shared_dir())
+        return 0
     from training.train import train
     train(target_folder(args), args.ranker, bank_records=not args.no_bank_records)
     return 0
 
 
+def cmd_cross_target(args: argparse.Namespace) -> int:
+    from training.cross_target import RESULT_FILE, evaluate_cross_target, format_cross_table, plot_against_n
+    from training.report import update_shared_card
+
+    from ..target.folders import repo_models_dir, shared_dir
+    out = shared_dir() / "rankers"
+    result = evaluate_cross_target(repo_models_dir(), cross_targets(args), out, n_folds=args.folds)
+    plot_against_n(result, out / "cross_target.png")
+    update_shared_card(shared_dir())
+    print(f"Rankers across targets ({result['protocol']}; each target's figures measured on that CPU)\n")
+    print(format_cross_table(result))
+    print(f"\nwritten to {out / RESULT_FILE} and {out / 'cross_target.png'}")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Leave-one-model-out evaluation of rankers and baselines on the target's transfer matrix."""
+    """Leave-one-model-out evaluation of rankers and baselines on the target's transfer matrix; with
+    --cross-target, rankers trained across targets against each target's own (models/shared/rankers/)."""
+    if args.cross_target:
+        return cmd_cross_target(args)
     from training.evaluate import format_table, per_model_table
     from training.train import evaluate
     folder = target_folder(args)
@@ -57,6 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.target_key(tr)
     options.rankers(tr, ["lgbm", "tlp"], "lgbm, tlp, all (both), or a comma-separated list with baselines (default: all)")
     options.bank_records(tr)
+    targets_option(tr, "train one lgbm ranker across these targets (comma-separated target keys, or all: every "
+                       "target with a transfer matrix) -> models/shared/rankers/lgbm/")
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("evaluate", help=cmd_evaluate.__doc__, description=cmd_evaluate.__doc__)
@@ -67,4 +109,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--learning-curve", type=options.fractions, metavar="F[,F]",
                     help="also score with these shares of the training kernels, e.g. 0.25,0.5,1")
     options.bank_records(ev)
+    ev.add_argument("--cross-target", action="store_true",
+                    help="per target: its own ranker, zero-shot (trained on the others), adapted with N of its "
+                         "kernels, and shared; held-out models out of every target (resumable)")
+    targets_option(ev, "the targets of --cross-target (default: all with a transfer matrix)")
+    ev.add_argument("--folds", type=options.positive_int, metavar="N",
+                    help="with --cross-target: deal the models into N folds instead of leaving one out at a time")
     ev.set_defaults(func=cmd_evaluate)
+
+
+def targets_option(p: argparse.ArgumentParser, words: str) -> None:
+    p.add_argument("--targets", metavar="K1,K2|all", nargs="?", const="all", help=words)

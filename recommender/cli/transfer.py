@@ -96,7 +96,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     from ..transfer.recommend import load_selector
     target = parse_target(args.target)
     bank_dir, rec_dir = donor_folders(args, target.key)
-    selector = load_selector(args.selector, rec_dir, bank_dir, seed=args.seed)
+    selector = load_selector(args.selector, rec_dir, bank_dir, seed=args.seed, target_key=target.key)
     name = model_name_from_spec(args.model)
     budget_tag = f"k{args.budget_per_kernel}" if args.budget_per_kernel is not None else f"b{args.budget}"
     out_dir = Path(args.out) if args.out else Path("out") / "transfer" / f"{name}-{args.selector}-{budget_tag}"

@@ -153,7 +153,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
         steps = [b - a for a, b in zip((0,) + budgets, budgets)]
         rank_s = {}
         for sel_name in selectors:
-            selector = load_selector(sel_name, recommender_dir, bank_dir)
+            selector = load_selector(sel_name, recommender_dir, bank_dir, target_key=target.key)
             t1 = time.perf_counter()
             orders = _orders(mr, found, selector)
             rank_s[sel_name] = time.perf_counter() - t1

@@ -60,13 +60,17 @@ def distance(key: str, other: str) -> tuple:
             abs(_generation(a) - _generation(b)), abs(ca - cb), other)
 
 
+SHARED = "shared"  # models/shared/: what is trained across targets (not a target of its own)
+
+
 def resolve(models_dir: Path, key: str, need: str = "bank") -> tuple[Path, str | None]:
     """The folder `models_dir/<key>` if it has `need` (a subfolder such as bank or rankers), else the nearest
-    folder that has one, with a one-line note saying so. Raises SchedrecError if no folder has one."""
+    target folder that has one, with a one-line note saying so. Raises SchedrecError if no folder has one."""
     own = models_dir / key
     if (own / need).is_dir():
         return own, None
-    have = sorted(p.name for p in models_dir.iterdir() if (p / need).is_dir()) if models_dir.is_dir() else []
+    have = sorted(p.name for p in models_dir.iterdir()
+                  if p.name != SHARED and (p / need).is_dir()) if models_dir.is_dir() else []
     if not have:
         raise SchedrecError(f"no {need} for {key}, and no other target has one under {models_dir}; "
                             f"tune one with `schedrec bank tune` or pass --bank DIR")
@@ -84,6 +88,30 @@ def repo_models_dir() -> Path:
     """`models/` beside the packages (the embedded defaults), or $SCHEDREC_MODELS_DIR."""
     env = os.environ.get("SCHEDREC_MODELS_DIR")
     return Path(env) if env else Path(__file__).resolve().parents[2] / "models"
+
+
+def shared_dir() -> Path:
+    """models/shared/: the rankers trained across targets."""
+    return repo_models_dir() / SHARED
+
+
+def rankers_for(models_dir: Path, key: str) -> tuple[Path, str | None]:
+    """The recommender folder a transfer on target `key` uses: its own `rankers/`, else the rankers trained
+    across targets (`shared/`), else the nearest target's; with a one-line note when not its own."""
+    own = models_dir / key
+    if (own / "rankers").is_dir():
+        return own, None
+    shared = models_dir / SHARED
+    if (shared / "rankers" / "lgbm" / "meta.json").exists():
+        return shared, (f"note: no rankers for this CPU ({key}); using the ranker trained across targets "
+                        f"({display_targets(shared)}), given this CPU's hardware features")
+    return resolve(models_dir, key, "rankers")
+
+
+def display_targets(shared: Path) -> str:
+    import json
+    meta = json.loads((shared / "rankers" / "lgbm" / "meta.json").read_text())
+    return ", ".join(meta.get("targets", [])) or "?"
 
 
 def default_bank_dir(target_key: str) -> Path:

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
     from training.train import TargetData
 
 
-def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 0) -> Selector:
+def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 0,
+                  target_key: str | None = None) -> Selector:
     """`random` (seeded; `random@S`: seed S), a restricted baseline (`selection.restricted`, over the heuristic),
     or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>` and refused if they
-    were trained on another feature version."""
+    were trained on another feature version. A ranker trained across targets (its meta says `hardware`)
+    featurizes with the hardware of `target_key`, the CPU the transfer runs for."""
     given = random_seed(name)
     if given != -1:
         selector = RandomK(seed if given is None else given)
@@ -38,8 +40,14 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
         if not (folder / "meta.json").exists():
             raise SchedrecError(f"no trained {name} ranker in {display_path(folder)}: train one with "
                                 f"`schedrec train --target-key {Path(recommender_dir).name} --ranker {name}`")
-        ranker = cls.load(folder, feature_version=featurizer.version)
         meta = read_json(folder / "meta.json")
+        if meta.get("hardware"):
+            if not target_key:
+                raise SchedrecError(f"{display_path(folder)} was trained across targets: it needs the target key "
+                                    f"of the CPU it ranks for")
+            from recommender.target.hardware import hardware_for
+            featurizer = Featurizer(featurizer.vocab, featurizer.sources, hardware_for(target_key)[0])
+        ranker = cls.load(folder, feature_version=featurizer.version)
         # a ranker saved before rule kinds were recorded saw no rule instance (the matrix had none)
         kinds = frozenset(meta.get("rule_kinds", ()))
         return Ranked(ranker, featurize_for(featurizer, cls.feature_set), rule_kinds=kinds)

@@ -57,18 +57,33 @@ class Ranker:
     needs_fit: ClassVar[bool] = True
     # whether training adds the bank's own tuning records to the kernels' groups (training.dataset)
     uses_extra_groups: ClassVar[bool] = False
+    # whether `fit(..., init_model=...)` can continue a fitted model (LightGBM's continued training)
+    continues_training: ClassVar[bool] = False
 
     def get_params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}
 
     # -- the interface ----------------------------------------------------------------------------
     def fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, feature_version: str = "",
-            data_hash: str = "") -> "Ranker":
+            data_hash: str = "", init_model: "Ranker | None" = None) -> "Ranker":
+        """Learn from (X, y, group); with `init_model` (a fitted ranker of the same class and features), go on
+        from what it learned instead of starting anew (rankers with `continues_training` only)."""
         if group is None:
             raise RankerError(f"{self.name}: a ranking fit needs `group` (candidates per target kernel)")
         X, y, group = check_ranking_data(X, y, group)
+        kwargs = {}
+        if init_model is not None:
+            if not self.continues_training or type(init_model) is not type(self):
+                raise RankerError(f"{self.name} cannot go on from a {init_model.name} model")
+            if not hasattr(init_model, "n_features_") or tuple(init_model.n_features_) != X.shape[1:]:
+                raise RankerError(f"{self.name}: the initial model was fitted on feature shape "
+                                  f"{tuple(getattr(init_model, 'n_features_', ()))}, X has {X.shape[1:]}")
+            if feature_version and init_model.feature_version_ != feature_version:
+                raise RankerError(f"{self.name}: the initial model was fitted on features "
+                                  f"{init_model.feature_version_!r}, these are {feature_version!r}")
+            kwargs["init_model"] = init_model
         t0 = time.perf_counter()
-        self._fit(X, y, group)
+        self._fit(X, y, group, **kwargs)
         self.n_features_ = X.shape[1:]
         self.feature_version_ = feature_version
         self.data_hash_ = data_hash

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Ranker
+from .base import Ranker, RankerError
 
 
 # Fixed, with LightGBM's deterministic mode and row-wise histograms: the same data and seed give the same
@@ -30,6 +30,7 @@ class LGBMRanker(Ranker):
     feature_set = "tabular"
     # leave-one-model-out top-1 0.64 -> 0.73 with the bank's records (benchmarks/bank_records_ablation.py)
     uses_extra_groups = True
+    continues_training = True
 
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
                  min_child_samples: int = 10, subsample: float = 0.8, colsample_bytree: float = 0.8,
@@ -45,10 +46,13 @@ class LGBMRanker(Ranker):
         self.n_models = n_models
         self.seed = seed
 
-    def _fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray) -> None:
+    def _fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, init_model: "LGBMRanker | None" = None) -> None:
         import lightgbm as lgb
         gain = [float((i / (self.levels - 1)) ** self.gain_power * (self.levels - 1)) for i in range(self.levels)]
         labels = graded(y, self.levels)
+        if init_model is not None and len(init_model.boosters_) != self.n_models:
+            raise RankerError(f"lgbm: the initial model has {len(init_model.boosters_)} boosters, this one "
+                              f"{self.n_models}")
         self.boosters_ = []
         for m in range(self.n_models):
             model = lgb.LGBMRanker(
@@ -57,7 +61,9 @@ class LGBMRanker(Ranker):
                 subsample_freq=1, colsample_bytree=self.colsample_bytree, random_state=self.seed + m,
                 n_jobs=FIT_THREADS, deterministic=True, force_row_wise=True,
                 label_gain=gain, lambdarank_truncation_level=10, verbose=-1)
-            model.fit(X, labels, group=group)
+            # continued training: booster m goes on from the initial model's booster m with n_estimators more
+            # trees (the target's own groups after the shared ones: training.cross_target.adapt)
+            model.fit(X, labels, group=group, init_model=init_model.boosters_[m] if init_model else None)
             self.boosters_.append(model.booster_)
 
     def _predict(self, X: np.ndarray, group) -> np.ndarray:
