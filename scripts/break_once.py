@@ -232,6 +232,13 @@ BREAKS = (
     Break("unknown-cpu-silent", "an unknown CPU gets defaults without a note",
           "recommender/target/hardware.py", "        note = (f\"note: no published figures", "        note = None and (f\"note: no published figures",
           ("tests/test_hardware.py::test_an_unknown_cpu_gets_its_vector_widths_defaults_with_a_note",)),
+    Break("evaluation-wall-times", "evaluate writes its wall times into evaluation.json (two runs differ)",
+          "training/train.py", '"rankers": {n: r.pop("seconds") for n, r in result["lomo"]["rankers"].items()}}',
+          '"rankers": {n: r["seconds"] for n, r in result["lomo"]["rankers"].items()}}',
+          ("tests/test_train_cli.py::test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds",)),
+    Break("spread-one-seed", "the seed spread refits with the default seed every time",
+          "training/train.py", 'params={n: {"seed": seed} for n in names}', "params=None",
+          ("tests/test_train_cli.py::test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds",)),
 )
 
 

@@ -161,3 +161,25 @@ def test_the_noise_ceiling_scores_with_evaluates_metric(tmp_path):
     assert c["a_to_b"]["top1"] == round(4.0 / 7.0, 4) and c["a_to_b"]["q1"] == round((0.5 + 1.0) / 2, 4)
     assert c["a_to_b"]["top3"] == 1.0 and c["a_to_b"]["fail3"] == round((1 / 3 + 0) / 2, 4)
     assert c["repeats_curve"]["5"]["top1"] == c["a_to_b"]["top1"] and c["repeats_for_top1_095"] is None
+
+
+def test_a_new_cpus_summary_takes_q_from_the_interleaved_medians_and_reaches_the_shared_card(tmp_path):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from new_cpu import summarize
+    from training.report import update_shared_card
+    retime = {"methods": {"exhaustive": {"median_s": 0.050}, "lgbm-k2": {"median_s": 0.0625}}}
+    compare = {"bank": "/x/llvm-znver5-2c/bank",
+               "methods": {"exhaustive": {"measurements": 900, "search_s": 600.0},
+                           "lgbm-k2": {"measurements": 56, "search_s": 101.4}}}
+    s = summarize(retime, compare)
+    assert s["bank"] == "llvm-znver5-2c"
+    assert s["methods"]["lgbm-k2"] == {"median_ms": 62.5, "q_vs_exhaustive": 0.8, "measurements": 56,
+                                       "search_s": 101.4}
+    folder = tmp_path / "shared" / "new_cpu" / "llvm-znver4-2c" / "resnet50"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"target_key": "llvm-znver4-2c", "model": "resnet50",
+                                                     "borrowed_from": ["llvm-znver5-2c"], **s}))
+    card = update_shared_card(tmp_path / "shared").read_text()
+    assert "| lgbm-k2 | 62.50 | 0.800 | 56 | 101 |" in card and "Measured on `llvm-znver4-2c`" in card

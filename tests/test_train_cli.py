@@ -166,3 +166,33 @@ def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_roo
     pooled = held["rankers"]["lgbm"]["pooled"]
     assert pooled["kernels"] == 4 and pooled["top1"] > 0.5  # the donors' order, which the model learned
     assert "donor candidates only" in (target_root / "card.md").read_text()
+
+
+def test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds(target_root):
+    args = ("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,random", "--seeds", "0,5,10")
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    path = target_root / "rankers" / "evaluation.json"
+    first = path.read_bytes()
+    ev = json.loads(first)
+    assert "seconds" not in ev and all("seconds" not in r for r in ev["lomo"]["rankers"].values())
+    timing = json.loads((target_root / "rankers" / "evaluation_timing.json").read_text())
+    assert set(timing["rankers"]) == {"lgbm", "random"} and timing["seconds"] > 0
+    spread = ev["seed_spread"]
+    assert spread["seeds"] == [0, 5, 10] and set(spread["rankers"]) == {"lgbm", "random"}
+    for name, s in spread["rankers"].items():
+        values = [v["top1"] for v in s["per_seed"].values()]
+        assert len(values) == 3 and s["top1"]["min"] == min(values) and s["top1"]["max"] == max(values)
+        assert s["top1"]["min"] <= s["top1"]["mean"] <= s["top1"]["max"]
+    # seed 0 is the run the main table reports
+    assert spread["rankers"]["lgbm"]["per_seed"]["0"]["top1"] == ev["lomo"]["rankers"]["lgbm"]["pooled"]["top1"]
+    # the random order differs between seeds, so the spread is not one figure copied
+    assert len({v["top1"] for v in spread["rankers"]["random"]["per_seed"].values()}) > 1
+    card = (target_root / "card.md").read_text()
+    assert "refitted with seeds 0, 5, 10" in card and f"{spread['rankers']['lgbm']['top1']['mean']:.3f} (" in card
+    assert run_cli(*args).returncode == 0
+    assert path.read_bytes() == first  # a rerun on the same data writes the same bytes
+    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "random", "--seeds", "none")
+    assert r.returncode == 0 and "seed_spread" not in json.loads(path.read_text())
+    r = run_cli("evaluate", "--target-key", "fx-key", "--seeds", "1,x")
+    assert r.returncode == 2 and "comma-separated integers" in r.stderr

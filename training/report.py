@@ -27,6 +27,20 @@ def _pooled_table(rankers: dict) -> list[str]:
     return lines
 
 
+def _spread_table(spread: dict | None) -> list[str]:
+    """Markdown rows of the seeded rankers' figures over seeds: mean (min-max)."""
+    if not spread:
+        return []
+    metrics = ("top1", "top5", "q1")
+    lines = [f"The same, refitted with seeds {', '.join(map(str, spread['seeds']))}: mean (min-max) of the "
+             f"{len(spread['seeds'])} runs (the table above is seed {spread['seeds'][0]}).", "",
+             "| ranker | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for name, r in spread["rankers"].items():
+        lines.append(f"| {name} | " + " | ".join(
+            f"{r[k]['mean']:.3f} ({r[k]['min']:.3f}-{r[k]['max']:.3f})" for k in metrics) + " |")
+    return lines + [""]
+
+
 def rankers_markdown(target_dir: Path) -> str:
     """The section as Markdown ('' when the target has neither trained rankers nor an evaluation)."""
     target_dir = Path(target_dir)
@@ -49,11 +63,11 @@ def rankers_markdown(target_dir: Path) -> str:
     if ev_path.exists():
         ev = json.loads(ev_path.read_text())
         lomo = ev["lomo"]
-        lines += [f"Leave-one-model-out over {len(lomo['models'])} bank models (`schedrec evaluate`, "
-                  f"{ev.get('seconds', '-')} s): no row of the evaluated model is in the training data or the "
-                  "candidate pool. Pooled over held-out kernels; top-k score weights kernels by weight x "
-                  "latency (DESIGN.md), Q@k is the unweighted mean per kernel, fail1 the share of top-1 picks "
-                  "that fail.", "", *_pooled_table(lomo["rankers"]), ""]
+        lines += [f"Leave-one-model-out over {len(lomo['models'])} bank models (`schedrec evaluate`): no row "
+                  "of the evaluated model is in the training data or the candidate pool. Pooled over held-out "
+                  "kernels; top-k score weights kernels by weight x latency (DESIGN.md), Q@k is the unweighted "
+                  "mean per kernel, fail1 the share of top-1 picks that fail.", "", *_pooled_table(lomo["rankers"]),
+                  "", *_spread_table(ev.get("seed_spread"))]
         held = ev.get("heldout") or {}
         if held.get("rankers"):
             lines += [f"Zoo models outside the bank ({', '.join(held['models'])}), their exhaustive replays "
@@ -132,7 +146,24 @@ def shared_markdown(shared_dir: Path) -> str:
                   f"{ev.get('adapt_trees')} trees per booster) with N of the target's training kernels; shared: "
                   "trained on every target.", "", format_cross_table(ev), "",
                   "![score against N](rankers/cross_target.png)", ""]
+    for path in sorted(Path(shared_dir).glob("new_cpu/*/*/summary.json")):
+        lines += new_cpu_markdown(json.loads(path.read_text()), path.parent.relative_to(shared_dir))
     return "\n".join(lines)
+
+
+def new_cpu_markdown(summary: dict, folder: Path) -> list[str]:
+    """A new CPU simulated on one at hand (`benchmarks/new_cpu.py`): each method's interleaved median and Q."""
+    lines = [f"## A new CPU: {summary['target_key']} with its own folder set aside, {summary['model']}", "",
+             f"Measured on `{summary['target_key']}`, with `{summary['bank']}`'s bank (the nearest) and the ranker "
+             f"trained across {', '.join(summary['borrowed_from'])} only (no row of this CPU). Median of "
+             f"interleaved rounds (`{folder}/retime.json`); Q against the exhaustive replay of the same pool "
+             "(`python benchmarks/new_cpu.py`).", "",
+             "| method | model ms | Q vs exhaustive | measurements | search s |", "|---|---|---|---|---|"]
+    for name, r in summary["methods"].items():
+        search = "-" if r["search_s"] is None else f"{r['search_s']:.0f}"
+        lines.append(f"| {name} | {r['median_ms']:.2f} | {r['q_vs_exhaustive']:.3f} | {_f(r['measurements'])} | "
+                     f"{search} |")
+    return lines + [""]
 
 
 def update_shared_card(shared_dir: Path) -> Path:

@@ -28,6 +28,11 @@ from .registry import ranker_class
 from .report import update_card
 
 EVALUATION_FILE = "evaluation.json"
+TIMING_FILE = "evaluation_timing.json"  # wall times: the one part of an evaluation that differs between runs
+# the seeds of the spread: LightGBM's ensemble seeds seed..seed+4, so these never share a booster's seed
+SPREAD_SEEDS = (0, 5, 10, 15, 20)
+SPREAD_RANKERS = ("lgbm", "random")  # seeded and quick; tlp takes minutes per pass
+SPREAD_METRICS = ("top1", "top5", "q1")
 
 
 def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.ndarray] | None:
@@ -128,9 +133,12 @@ def train(target_dir: Path, names: list[str], bank_records: bool = True,
 
 def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None,
              fractions: tuple[float, ...] = (), bank_records: bool = True,
+             seeds: tuple[int, ...] = SPREAD_SEEDS,
              log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     """Leave-one-model-out figures of every ranker, the held-out zoo models' replays scored by rankers
-    trained on the whole matrix, and optionally a learning curve; written to rankers/evaluation.json."""
+    trained on the whole matrix, optionally a learning curve, and the spread of the seeded rankers over
+    `seeds`; written to rankers/evaluation.json, which holds nothing that differs between two runs on the same
+    data (wall times go to rankers/evaluation_timing.json)."""
     data = TargetData(target_dir, log, bank_records)
     names = _names(names, data)
     t0 = time.perf_counter()
@@ -145,11 +153,38 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
     if noise.exists():
         import json
         result["noise_ceiling"] = json.loads(noise.read_text())
-    result["seconds"] = round(time.perf_counter() - t0, 1)
-    result["feature_seconds"] = dict(data.table.seconds)
+    spread = [n for n in names if n in SPREAD_RANKERS]
+    if spread and seeds:
+        result["seed_spread"] = seed_spread(data, spread, seeds, models, log)
+    timing = {"seconds": round(time.perf_counter() - t0, 1), "feature_seconds": dict(data.table.seconds),
+              "rankers": {n: r.pop("seconds") for n, r in result["lomo"]["rankers"].items()}}
     atomic_write_json(str(data.target_dir / "rankers" / EVALUATION_FILE), result)
+    atomic_write_json(str(data.target_dir / "rankers" / TIMING_FILE), timing)
     update_card(data.target_dir)
+    for name, r in result["lomo"]["rankers"].items():
+        r["seconds"] = timing["rankers"][name]  # for the caller's table; not in the file
+    result["seconds"] = timing["seconds"]
     return result
+
+
+def seed_spread(data: TargetData, names: list[str], seeds: tuple[int, ...], models: list[str] | None,
+                log: Callable[[str], None]) -> dict:
+    """Leave-one-model-out pooled top-1 / top-5 / Q@1 of each seeded ranker under every seed: each seed's
+    figure, their mean, min and max."""
+    per_seed: dict[str, dict[str, dict]] = {n: {} for n in names}
+    for seed in seeds:
+        r = leave_one_model_out(data.rows, data.table, names, models, extra=data.extra,
+                                params={n: {"seed": seed} for n in names}, log=lambda m: None)
+        for n in names:
+            per_seed[n][str(seed)] = {k: r["rankers"][n]["pooled"][k] for k in SPREAD_METRICS}
+        log(f"seed {seed}: " + ", ".join(f"{n} top1 {per_seed[n][str(seed)]['top1']:.3f}" for n in names))
+    out: dict = {"seeds": list(seeds), "rankers": {}}
+    for n in names:
+        values = {k: [v[k] for v in per_seed[n].values()] for k in SPREAD_METRICS}
+        out["rankers"][n] = {"per_seed": per_seed[n], **{k: {
+            "mean": round(float(np.mean(v)), 4), "min": round(min(v), 4), "max": round(max(v), 4)}
+            for k, v in values.items()}}
+    return out
 
 
 def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None]) -> dict:

@@ -70,8 +70,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     folder = target_folder(args)
     names = args.ranker or ["lgbm", "tlp", "heuristic", "random"] + (
         ["xgb_per_store"] if (folder / "features" / "per_store.npz").exists() else [])
+    from training.train import SPREAD_SEEDS
     result = evaluate(folder, names, models=list(options.names_list(args.models)) or None,
-                      fractions=args.learning_curve or (), bank_records=not args.no_bank_records)
+                      fractions=args.learning_curve or (), bank_records=not args.no_bank_records,
+                      seeds=SPREAD_SEEDS if args.seeds is None else args.seeds)
     print(format_table(result["lomo"], f"Leave-one-model-out, pooled over held-out bank kernels "
                                        f"(measured on {folder.name})"))
     print()
@@ -88,7 +90,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             c = nc[part]
             print(f"label-noise ceiling, {words} ({nc['kernels']} kernels): top1 {c['top1']}, top3 {c['top3']}, "
                   f"top5 {c['top5']}")
-    print(f"\n{result['seconds']} s; written to {folder / 'rankers' / 'evaluation.json'}")
+    for name, r in (result.get("seed_spread") or {}).get("rankers", {}).items():
+        print(f"{name} over seeds {result['seed_spread']['seeds']}: " + ", ".join(
+            f"{k} {r[k]['mean']:.3f} ({r[k]['min']:.3f}-{r[k]['max']:.3f})" for k in ("top1", "top5", "q1")))
+    print(f"\n{result['seconds']} s; written to {folder / 'rankers' / 'evaluation.json'} (wall times: "
+          f"evaluation_timing.json)")
     return 0
 
 
@@ -109,6 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--learning-curve", type=options.fractions, metavar="F[,F]",
                     help="also score with these shares of the training kernels, e.g. 0.25,0.5,1")
     options.bank_records(ev)
+    ev.add_argument("--seeds", type=seed_list, metavar="S1,S2|none",
+                    help="refit the seeded rankers (lgbm, random) with each seed and report mean and min-max "
+                         "(default: 0,5,10,15,20; none: skip)")
     ev.add_argument("--cross-target", action="store_true",
                     help="per target: its own ranker, zero-shot (trained on the others), adapted with N of its "
                          "kernels, and shared; held-out models out of every target (resumable)")
@@ -120,3 +129,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def targets_option(p: argparse.ArgumentParser, words: str) -> None:
     p.add_argument("--targets", metavar="K1,K2|all", nargs="?", const="all", help=words)
+
+
+def seed_list(text: str) -> tuple[int, ...]:
+    """`0,5,10` -> (0, 5, 10); `none` -> ()."""
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        seeds = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are comma-separated integers or none, got {text!r}") from None
+    if not seeds or any(x < 0 for x in seeds):
+        raise argparse.ArgumentTypeError(f"seeds are comma-separated integers >= 0 or none, got {text!r}")
+    return seeds
