@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from training.cross_target import (load_targets, fold_sets, zero_shot_parts, fit_across, sample_kernels, adapt,
-                                   _score, _seed, folds_of, plain_columns, matrix_targets)
+                                   score_cell, stable_seed, folds_of, plain_columns, matrix_targets)
 from training.metrics import summarize_outcomes
 from training.rankers import LGBMRanker
 from recommender.target.folders import repo_models_dir
@@ -41,19 +41,19 @@ for fi, held in enumerate(folds_of(models, 4)):
         cells = {}
         parts = zero_shot_parts(datas, sets, key)
         zero = fit_across(parts)
-        cells["zero_shot"] = _score(zero, data, test)
-        part = sample_kernels(train, N, _seed(key, *held, N))
-        cells["adapt100"] = _score(adapt(zero, data, part, 100), data, test)
-        cells["adapt30"] = _score(adapt(zero, data, part, 30), data, test)
-        cells["adapt30_lr01"] = _score(fit_across([(data, part)], {**zero.get_params(), "n_estimators": 30,
+        cells["zero_shot"] = score_cell(zero, data, test)
+        part = sample_kernels(train, N, stable_seed(key, *held, N))
+        cells["adapt100"] = score_cell(adapt(zero, data, part, 100), data, test)
+        cells["adapt30"] = score_cell(adapt(zero, data, part, 30), data, test)
+        cells["adapt30_lr01"] = score_cell(fit_across([(data, part)], {**zero.get_params(), "n_estimators": 30,
                                                                     "learning_rate": 0.01}, init_model=zero), data, test)
-        cells["pooled"] = _score(fit_across(parts + [(data, part)]), data, test)
-        cells["pooled_x4"] = _score(fit_across(parts + [(data, part)] * 4), data, test)
+        cells["pooled"] = score_cell(fit_across(parts + [(data, part)]), data, test)
+        cells["pooled_x4"] = score_cell(fit_across(parts + [(data, part)] * 4), data, test)
         cols = plain_columns(data)
         X = data.table.get("tabular", train.rows)[:, cols]
-        cells["own"] = _score(LGBMRanker().fit(X, train.relevance(), train.sizes), data, test, cols)
+        cells["own"] = score_cell(LGBMRanker().fit(X, train.relevance(), train.sizes), data, test, cols)
         Xp = data.table.get("tabular", part.rows)[:, cols]
-        cells["own50"] = _score(LGBMRanker().fit(Xp, part.relevance(), part.sizes), data, test, cols)
+        cells["own50"] = score_cell(LGBMRanker().fit(Xp, part.relevance(), part.sizes), data, test, cols)
         fold[key] = cells
         print(key, {c: round(summarize_outcomes(o)["top1"], 3) for c, o in cells.items()}, flush=True)
     res[str(fi)] = fold

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from recommender.core.rows import CandidateRow
-from training.cross_target import adapt, fold_sets, stacked, zero_shot_parts
+from training.cross_target import adapt, fold_sets, pooled_parts, sample_kernels, stacked, zero_shot_parts
 from training.dataset import RankingSet
 from training.rankers import LGBMRanker, RandomRanker, RankerError
 
@@ -81,6 +81,20 @@ def test_the_zero_shot_split_leaves_the_held_out_target_out():
         assert len(parts) == len(datas) - 1 and all(d is not datas[key] for d, _ in parts)
         X, _, _ = stacked(parts)
         assert datas[key].table.target_id not in set(X[:, 0])
+
+
+def test_a_pooled_adaptation_sees_only_the_n_kernels_of_its_target():
+    datas = _datas()
+    sets = fold_sets(datas, ["beta"])
+    key = "llvm-cpu0-2c"
+    part = sample_kernels(sets[key][0], 2, seed=1)
+    assert len(part.groups) == 2 < len(sets[key][0].groups)
+    X, _, sizes = stacked(pooled_parts(datas, sets, key, part))
+    own_id = datas[key].table.target_id
+    assert int((X[:, 0] == own_id).sum()) == int(part.sizes.sum())  # the N kernels' rows, no other of its own
+    others = stacked(zero_shot_parts(datas, sets, key))[0]
+    assert len(X) == len(others) + int(part.sizes.sum()) and len(sizes) == len(stacked(zero_shot_parts(
+        datas, sets, key))[2]) + 2
 
 
 def test_adaptation_goes_on_from_the_shared_model():

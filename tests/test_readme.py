@@ -10,9 +10,13 @@ def test_generated_sections_are_what_the_committed_data_gives():
     results = load_script("readme_results")
     assert results.stale_files() == [], "stale generated files: run python scripts/readme_results.py"
     pages = sorted(p.stem for p in (ROOT / "docs" / "results").glob("*.md"))
-    assert pages == [d.name for d in results.target_dirs()]
-    for key in pages:  # each page says which CPU it was measured on
+    shared = ["shared"] if (ROOT / "models" / "shared" / "card.md").exists() else []
+    assert pages == sorted([d.name for d in results.target_dirs()] + shared)
+    for key in (p for p in pages if p != "shared"):  # each CPU's page says which CPU it was measured on
         assert f"# Results measured on `{key}`" in (ROOT / "docs" / "results" / f"{key}.md").read_text()
+    if shared:  # the page across targets names the CPU of every figure (the card's tables do)
+        text = (ROOT / "docs" / "results" / "shared.md").read_text()
+        assert text.startswith("# Results: rankers across targets") and "| target (measured on) |" in text
 
 
 def test_the_headline_is_the_cpu_with_the_latest_latency_date_and_exhaustive_replay_comes_from_its_own_run(tmp_path):

@@ -39,6 +39,7 @@ SHARED_NAME = "lgbm"  # the ranker trained across targets (LightGBM: it can go o
 ADAPT_TREES = 100  # trees per booster added by an adaptation
 ADAPT_NS = (0, 25, 50, 100, None)  # None: every training kernel of the target
 RESULT_FILE = "cross_target.json"
+ADAPT_KINDS = ("continued", "pooled")
 CELLS_ORDER = ("own", "zero_shot", "shared")
 
 
@@ -109,7 +110,7 @@ def adapt(shared: LGBMRanker, data: TargetData, rs: RankingSet, trees: int = ADA
     return fit_across([(data, rs)], params, init_model=shared)
 
 
-def _seed(*names: object) -> int:
+def stable_seed(*names: object) -> int:
     """A seed that depends only on the names (stable across runs and machines, unlike hash())."""
     return zlib.crc32("/".join(map(str, names)).encode())
 
@@ -143,7 +144,7 @@ def folds_of(models: list[str], n_folds: int | None) -> list[list[str]]:
     return [models[i::n_folds] for i in range(n_folds)]
 
 
-def _score(ranker, data: TargetData, test: RankingSet, columns: np.ndarray | None = None) -> list:
+def score_cell(ranker, data: TargetData, test: RankingSet, columns: np.ndarray | None = None) -> list:
     if not test.groups:
         return []
     if columns is None:
@@ -155,9 +156,19 @@ def _score(ranker, data: TargetData, test: RankingSet, columns: np.ndarray | Non
     return [o for o in score_groups(test.groups, scores) if o is not None]
 
 
+def pooled_parts(datas: dict[str, TargetData], sets: dict[str, tuple[RankingSet, RankingSet]], key: str,
+                 part: RankingSet) -> list[tuple[TargetData, RankingSet]]:
+    """The training parts of a pooled adaptation: every other target's, and `part` (N of the target's own
+    training kernels), fitted together from scratch."""
+    return zero_shot_parts(datas, sets, key) + [(datas[key], part)]
+
+
 def evaluate_fold(datas: dict[str, TargetData], held_out: list[str], ns=ADAPT_NS,
-                  log: Callable[[str], None] = lambda m: None) -> dict[str, dict[str, list]]:
-    """Kernel outcomes of every cell for every target on one fold (held-out models out of every target)."""
+                  log: Callable[[str], None] = lambda m: None,
+                  kinds: tuple[str, ...] = ADAPT_KINDS) -> dict[str, dict[str, list]]:
+    """Kernel outcomes of every cell for every target on one fold (held-out models out of every target).
+    `kinds`: `continued` gives `adapted_N` (zero shot boosted on with N of the target's kernels), `pooled` also
+    `pooled_N` (the other targets' kernels and the N, fitted from scratch; with every kernel that is `shared`)."""
     sets = fold_sets(datas, held_out)
     out: dict[str, dict[str, list]] = {k: {} for k in datas}
     t0 = time.perf_counter()
@@ -167,19 +178,21 @@ def evaluate_fold(datas: dict[str, TargetData], held_out: list[str], ns=ADAPT_NS
         if not test.groups:
             continue
         cells = out[key]
-        cells["shared"] = _score(shared, data, test)
+        cells["shared"] = score_cell(shared, data, test)
         zero = fit_across(zero_shot_parts(datas, sets, key))
         for n in ns:
             label = f"adapted_{'all' if n is None else n}"
             if n == 0:
-                cells[label] = cells["zero_shot"] = _score(zero, data, test)
+                cells[label] = cells["zero_shot"] = score_cell(zero, data, test)
                 continue
-            part = sample_kernels(train, n, _seed(key, *held_out, n))
-            cells[label] = _score(adapt(zero, data, part), data, test)
+            part = sample_kernels(train, n, stable_seed(key, *held_out, n))
+            cells[label] = score_cell(adapt(zero, data, part), data, test)
+            if n is not None and "pooled" in kinds:
+                cells[f"pooled_{n}"] = score_cell(fit_across(pooled_parts(datas, sets, key, part)), data, test)
         cols = plain_columns(data)
         X = data.table.get("tabular", train.rows)[:, cols]
         own = LGBMRanker().fit(X, train.relevance(), train.sizes)
-        cells["own"] = _score(own, data, test, cols)
+        cells["own"] = score_cell(own, data, test, cols)
         log(f"  {key}: {len(test.groups)} test kernels; top-1 own {summarize_outcomes(cells['own'])['top1']}, "
             f"zero-shot {summarize_outcomes(cells['zero_shot'])['top1']}, shared "
             f"{summarize_outcomes(cells['shared'])['top1']}")
@@ -187,8 +200,14 @@ def evaluate_fold(datas: dict[str, TargetData], held_out: list[str], ns=ADAPT_NS
     return out
 
 
+def result_name(n_folds: int | None, n_models: int) -> str:
+    """`cross_target.json` for leave-one-model-out, `cross_target_<N>folds.json` for N model folds."""
+    return RESULT_FILE if n_folds is None or n_folds >= n_models else f"cross_target_{n_folds}folds.json"
+
+
 def evaluate_cross_target(models_dir: Path, keys: list[str], out_dir: Path, n_folds: int | None = None,
-                          ns=ADAPT_NS, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+                          ns=ADAPT_NS, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+                          kinds: tuple[str, ...] = ADAPT_KINDS) -> dict:
     """Every cell for every target over the folds, pooled (training.metrics), written to
     `out_dir/cross_target.json`. Each finished fold is kept in `cross_target.partial.json`: a killed run
     resumes where it stopped (the same targets, folds and feature version only)."""
@@ -197,10 +216,11 @@ def evaluate_cross_target(models_dir: Path, keys: list[str], out_dir: Path, n_fo
     folds = folds_of(models, n_folds)
     version = _version([(d, RankingSet()) for d in datas.values()])
     config = {"targets": keys, "folds": folds, "ns": [n if n is not None else "all" for n in ns],
-              "feature_version": version, "adapt_trees": ADAPT_TREES,
+              "feature_version": version, "adapt_trees": ADAPT_TREES, "adapt_kinds": list(kinds),
               "params": LGBMRanker().get_params()}
     out_dir.mkdir(parents=True, exist_ok=True)
-    partial_path = out_dir / "cross_target.partial.json"
+    result_file = result_name(n_folds, len(models))
+    partial_path = out_dir / result_file.replace(".json", ".partial.json")
     partial = read_json(partial_path) if partial_path.exists() else {}
     if partial.get("config") != config:
         partial = {"config": config, "folds": {}}
@@ -209,7 +229,7 @@ def evaluate_cross_target(models_dir: Path, keys: list[str], out_dir: Path, n_fo
         if name in partial["folds"]:
             continue
         log(f"[{i}/{len(folds)}] holding out {name} from every target")
-        partial["folds"][name] = evaluate_fold(datas, held_out, ns, log)
+        partial["folds"][name] = evaluate_fold(datas, held_out, ns, log, kinds)
         atomic_write_json(str(partial_path), partial)
     cells: dict[str, dict[str, dict]] = {}
     for key in keys:
@@ -219,16 +239,17 @@ def evaluate_cross_target(models_dir: Path, keys: list[str], out_dir: Path, n_fo
                 pooled.setdefault(cell, []).extend(outcomes)
         cells[key] = {c: summarize_outcomes(pooled[c]) for c in _cell_order(pooled)}
     result = {**config, "protocol": "leave-one-model-out" if n_folds is None else f"{len(folds)} model folds",
-              "hardware_version": HARDWARE_VERSION, "cells": cells}
-    atomic_write_json(str(out_dir / RESULT_FILE), result)
+              "hardware_version": HARDWARE_VERSION, "result_file": result_file, "cells": cells}
+    atomic_write_json(str(out_dir / result_file), result)
     partial_path.unlink()
     return result
 
 
 def _cell_order(cells) -> list[str]:
-    adapted = sorted((c for c in cells if c.startswith("adapted_")),
-                     key=lambda c: (c == "adapted_all", int(c.split("_")[1]) if c != "adapted_all" else 0))
-    return [c for c in CELLS_ORDER if c in cells] + adapted
+    def by_n(prefix: str) -> list[str]:
+        return sorted((c for c in cells if c.startswith(prefix)),
+                      key=lambda c: (c.endswith("_all"), int(c.split("_")[1]) if not c.endswith("_all") else 0))
+    return [c for c in CELLS_ORDER if c in cells] + by_n("adapted_") + by_n("pooled_")
 
 
 def train_shared(models_dir: Path, keys: list[str], out_dir: Path,
@@ -275,11 +296,17 @@ def plot_against_n(result: dict, path: Path, metric: str = "top1") -> Path:
         labels = [c.split("_")[1] for c, _ in pts]
         color = f"C{i}"
         ax.plot(range(len(pts)), [p[metric] for _, p in pts], marker="o", color=color, label=key)
+        pooled = {c.split("_")[1]: p for c, p in cells.items() if c.startswith("pooled_") and metric in p}
+        pooled.setdefault("0", cells.get("zero_shot", {}))
+        pooled.setdefault("all", cells.get("shared", {}))
+        xs = [(j, pooled[lab][metric]) for j, lab in enumerate(labels) if metric in pooled.get(lab, {})]
+        if len(xs) > 2:  # beside the continued boosting, the pooled refit (dash-dot)
+            ax.plot([x for x, _ in xs], [y for _, y in xs], marker="s", color=color, linestyle="-.", linewidth=0.9)
         if "own" in cells:
             ax.axhline(cells["own"][metric], color=color, linestyle="--", linewidth=0.8)
         ax.set_xticks(range(len(pts)), labels)
     ax.set_xlabel("target kernels the shared ranker was adapted with (N)")
-    ax.set_ylabel(f"pooled {metric} (dashed: the target's own ranker)")
+    ax.set_ylabel(f"pooled {metric} (dashed: own ranker; dash-dot: pooled refit)")
     ax.set_title(f"Rankers across targets ({result['protocol']})")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -137,15 +137,17 @@ def shared_markdown(shared_dir: Path) -> str:
                   f"({', '.join(f'{k}: {v}' for k, v in m.get('kernels', {}).items())} kernels; "
                   f"{m.get('candidates')} candidates; {_f(m.get('train_seconds'))} s), features "
                   f"`{m.get('feature_version', '')}`.", ""]
-    ev_path = folder / RESULT_FILE
-    if ev_path.exists():
+    results = sorted(folder.glob("cross_target*.json"), key=lambda q: (q.name != RESULT_FILE, q.name))
+    for ev_path in (q for q in results if not q.name.endswith(".partial.json")):
         ev = json.loads(ev_path.read_text())
+        pooled = ("pooled N: fitted from scratch on the other targets and those N kernels; "
+                  if any(c.startswith("pooled_") for cells in ev["cells"].values() for c in cells) else "")
         lines += [f"Evaluation ({ev['protocol']}, a held-out model out of every target at once; each target's "
                   "figures measured on that CPU, pooled over its held-out kernels). own: the target's own ranker; "
                   "zero shot: trained on the other targets only; adapted N: zero shot trained on (continued, "
-                  f"{ev.get('adapt_trees')} trees per booster) with N of the target's training kernels; shared: "
-                  "trained on every target.", "", format_cross_table(ev), "",
-                  "![score against N](rankers/cross_target.png)", ""]
+                  f"{ev.get('adapt_trees')} trees per booster) with N of the target's training kernels; "
+                  f"{pooled}shared: trained on every target (`rankers/{ev_path.name}`).", "", format_cross_table(ev),
+                  "", f"![score against N](rankers/{ev_path.with_suffix('.png').name})", ""]
     for path in sorted(Path(shared_dir).glob("new_cpu/*/*/summary.json")):
         lines += new_cpu_markdown(json.loads(path.read_text()), path.parent.relative_to(shared_dir))
     return "\n".join(lines)

@@ -46,17 +46,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_cross_target(args: argparse.Namespace) -> int:
-    from training.cross_target import RESULT_FILE, evaluate_cross_target, format_cross_table, plot_against_n
+    from training.cross_target import evaluate_cross_target, format_cross_table, plot_against_n
     from training.report import update_shared_card
 
     from ..target.folders import repo_models_dir, shared_dir
     out = shared_dir() / "rankers"
     result = evaluate_cross_target(repo_models_dir(), cross_targets(args), out, n_folds=args.folds)
-    plot_against_n(result, out / "cross_target.png")
+    json_path = out / result["result_file"]
+    png_path = json_path.with_suffix(".png")
+    plot_against_n(result, png_path)
     update_shared_card(shared_dir())
     print(f"Rankers across targets ({result['protocol']}; each target's figures measured on that CPU)\n")
     print(format_cross_table(result))
-    print(f"\nwritten to {out / RESULT_FILE} and {out / 'cross_target.png'}")
+    print(f"\nwritten to {json_path} and {png_path}")
     return 0
 
 
