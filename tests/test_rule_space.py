@@ -65,3 +65,57 @@ def test_every_instance_of_the_conv_space_computes_the_conv_and_replays_from_its
     swapped = [insts, [[i, d] for (i, _), (_, d) in zip(decisions, b.trace_json[1])]]
     assert [i for i, _ in a.trace_json[1]] == [i for i, _ in b.trace_json[1]]
     assert tvm_ffi.structural_equal(apply_replayed(swapped, mod, tvm_target).mod, apply_replayed(b.trace_json, mod, tvm_target).mod)
+
+
+def test_the_matmul_space_holds_every_fitting_tile_and_today_s_tiles_among_them():
+    from recommender.rules.matmul import ACCUMULATORS as MATMUL_ACCUMULATORS
+    from recommender.rules.matmul import matmul_tiles
+    from recommender.rules.matmul import space_tiles as matmul_space
+    for shape, lanes in (((128, 768, 768), 8), ((128, 3072, 768), 16), ((197, 768, 768), 16), ((64, 197, 128), 8)):
+        tiles = matmul_space(*shape, lanes=lanes)
+        assert set(matmul_tiles(*shape, lanes=lanes)) <= set(tiles), shape
+        assert len(set(tiles)) == len(tiles) >= 16
+        for tm, nv, ln, kb, packed in tiles:
+            assert ln == lanes and tm * nv <= MATMUL_ACCUMULATORS[lanes]
+            assert kb == 0 or (shape[2] % kb == 0 and kb < shape[2])
+            assert packed or shape[1] % (nv * lanes) == 0  # padded columns only in a packed panel
+    assert len(matmul_space(128, 768, 768, lanes=16)) > 4 * len(matmul_tiles(128, 768, 768, lanes=16))
+
+
+@pytest.mark.slow
+def test_every_instance_of_the_matmul_space_computes_the_matmul_and_replays_from_its_trace(target):
+    """A spread of the matmul space on 70 x 192 by 256 deep, with ragged row tiles (8 rows: the last one short):
+    each instance's output and that of its trace replayed equal the unscheduled kernel's, and its rows (where they
+    divide M), vectors and K block are its trace's sampling decisions (padded tiles: test_matmul_rules.py)."""
+    import numpy as np
+    import tvm
+
+    from recommender.rules.matmul import space_tiles as matmul_space
+    from recommender.transfer.replay import apply_replayed, postprocess
+
+    from .test_matmul_rules import _matmul_bias
+    m, n, depth = 70, 192, 256
+    mod = _matmul_bias(m=m, k=depth, n=n)
+    tvm_target = target.tvm()
+    space = RULES["matmul"].space(mod, lanes=8, limit=24, seed=0)
+    fixed = RULES["matmul"].instances(mod, lanes=8)
+    assert len(space) == 24 < len(matmul_space(m, n, depth)) and [i.fixed for i in space].count(True) == len(fixed)
+    assert {i.knobs["vectors"] for i in space} == {1, 2, 3, 4} and any(m % i.knobs["rows"] for i in space)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, s).astype("float32") for s in ((m, depth), (depth, n), (n,))]
+
+    def run(mod_) -> np.ndarray:
+        out = tvm.runtime.tensor(np.full((m, n), 7.0, "float32"))
+        tvm.compile(mod_, target=tvm_target)["main"](*[tvm.runtime.tensor(a) for a in inputs], out)
+        return out.numpy()
+    expected = run(mod)
+    for instance in space:
+        built = postprocess(instance.schedule, mod, tvm_target, None)
+        np.testing.assert_allclose(run(built.mod), expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(run(apply_replayed(built.trace_json, mod, tvm_target).mod), expected,
+                                   rtol=1e-4, atol=1e-4)
+        k = instance.knobs
+        width = k["vectors"] * k["lanes"]
+        knobs = ([[m // k["rows"], k["rows"]]] if m % k["rows"] == 0 else []) \
+            + [[-(-n // width), k["vectors"], k["lanes"]]] + ([[depth // k["k_block"], k["k_block"]]] if k["k_block"] else [])
+        assert _knob_decisions(built.trace_json) == knobs, k

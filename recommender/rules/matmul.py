@@ -23,8 +23,11 @@ candidate, each is checked against the unscheduled kernel and measured.
 """
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 from .base import RuleInstance, ScheduleRule
-from .common import block_extents, extent, only_root_block, parallel_root, tiled, vectorize_innermost
+from .common import block_extents, extent, only_root_block, parallel_root, sampled_split, tiled, vectorize_innermost
 
 # (rows, vectors of columns) of the register tile, preferred first, by float32 lanes of the target's vectors
 TILE_SHAPES = {8: ((6, 2), (4, 3), (8, 1), (4, 2), (2, 2), (1, 2)),
@@ -46,6 +49,16 @@ MAX_RAGGED_ROWS = 0.05
 # over columns padded with zeros to a multiple of the tile's (TIR's pad_einsum: W's panel copied with zeros past
 # N, the output cropped), where the columns added are at most MAX_PADDED_COLUMNS of N
 MAX_PADDED_COLUMNS = 0.10
+# the template's space (MatmulRule.space): row and vector counts of the register tile, accumulator vectors that fit
+# the vector registers beside one vector of W and the broadcast X value (AVX2: 16 registers, AVX-512: 32), and the
+# K blocks a reduction may be cut into
+SPACE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
+SPACE_VECTORS = (1, 2, 3, 4)
+ACCUMULATORS = {8: 12, 16: 24}
+SPACE_K_BLOCKS = (0, 64, 128, 256, 512)
+
+
+TILE_KNOBS = ("rows", "vectors", "lanes", "k_block", "packed")  # a tile's knob names, in its tuple's order
 
 
 def k_blocks(depth: int) -> list[int]:
@@ -77,6 +90,23 @@ def matmul_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tu
     if len(shapes) > 1:
         out.append((*shapes[1], lanes, 128 if 128 in blocks else 0, padded))
     return out or _small_tiles(rows, columns, lanes)
+
+
+def space_tiles(rows: int, columns: int, depth: int, lanes: int = 8) -> list[tuple[int, int, int, int, bool]]:
+    """Every register tile (rows, vectors, lanes, K block, packed) of the matmul template for an M x N output of a
+    K-deep reduction: SPACE_ROWS that divide M (or, of MIN_ROWS or more, leave a last row tile short by at most
+    MAX_RAGGED_ROWS of M), SPACE_VECTORS whose columns divide N (or, packed only, pad at most MAX_PADDED_COLUMNS
+    of N), no more accumulator vectors than ACCUMULATORS[lanes], each K block of SPACE_K_BLOCKS that divides K
+    (and is shorter), W read in place or packed. `matmul_tiles` picks a few of these by hand."""
+    if lanes not in ACCUMULATORS:
+        raise ValueError(f"matmul tiles are defined for 8 or 16 float32 lanes, not {lanes}")
+    tile_rows = [tm for tm in SPACE_ROWS if rows % tm == 0
+                 or (tm >= MIN_ROWS and _round_up(rows, tm) <= rows * (1 + MAX_RAGGED_ROWS))]
+    vectors = [(nv, bool(columns % (nv * lanes))) for nv in SPACE_VECTORS
+               if _round_up(columns, nv * lanes) <= columns * (1 + MAX_PADDED_COLUMNS)]
+    blocks = [kb for kb in SPACE_K_BLOCKS if kb == 0 or (depth > kb and depth % kb == 0)]
+    return [(tm, nv, lanes, kb, packed) for tm in tile_rows for nv, padded in vectors if tm * nv <= ACCUMULATORS[lanes]
+            for kb in blocks for packed in ((True,) if padded else (False, True))]
 
 
 def _small_tiles(rows: int, columns: int, lanes: int) -> list[tuple[int, int, int, int, bool]]:
@@ -115,7 +145,7 @@ def rule_instances(mod: object, tiles: list[tuple[int, int, int, int, bool]] | N
     if shape is None:
         return []
     tiles = tiles if tiles is not None else matmul_tiles(*shape, lanes=lanes)
-    return [RuleInstance(MatmulRule.name, dict(zip(("rows", "vectors", "lanes", "k_block", "packed"), tile)), sch)
+    return [RuleInstance(MatmulRule.name, dict(zip(TILE_KNOBS, tile)), sch)
             for tile, sch in tiled(mod, tiles, _tile)]
 
 
@@ -128,6 +158,19 @@ class MatmulRule(ScheduleRule):
 
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
         return rule_instances(mod, lanes=lanes)
+
+    def space(self, mod: object, lanes: int = 8, limit: int = 64, seed: int = 0) -> list[RuleInstance]:
+        """Today's tiles (`instances`), then the other tiles of `space_tiles` in a seeded order, up to `limit` in
+        all: the same template, other decisions of its sampled splits (rows, vectors, K block) and of packing."""
+        shape = matmul_output(mod)
+        if shape is None:
+            return []
+        fixed = self.instances(mod, lanes)
+        known = {tuple(i.knobs[k] for k in TILE_KNOBS) for i in fixed}
+        others = [t for t in space_tiles(*shape, lanes=lanes) if t not in known]
+        random.Random(seed).shuffle(others)
+        room = max(0, limit - len(fixed))
+        return fixed[:limit] + [replace(i, fixed=False) for i in rule_instances(mod, others[:room], lanes)]
 
 
 def matmul_output(mod: object) -> tuple[int, int, int] | None:
@@ -178,12 +221,14 @@ def _tile(sch: object, tile: tuple[int, int, int, int, bool]) -> None:
         sch.compute_inline(b)
     out = consumers[-1] if consumers else sch.cache_write(block, 0, "global")
     *batch, m, n, k = sch.get_loops(block)
-    m_o, m_i = sch.split(m, [None, tm])
-    n_o, n_v, n_l = sch.split(n, [None, nv, lanes])
+    # the knobs are sampling decisions where they divide their loop (a ragged last row tile is a literal split)
+    m_o, m_i = sampled_split(sch, m, tm) if extent(sch, m) % tm == 0 else sch.split(m, [None, tm])
+    n_o, n_v, n_l = sch.split(n, sch.sample_perfect_tile(n, n=3, max_innermost_factor=lanes,
+                                                         decision=[extent(sch, n) // (nv * lanes), nv, lanes]))
     blocked = kb and extent(sch, k) > kb and extent(sch, k) % kb == 0
     if blocked:
         # blocks of kb rows of W's column panel: the rows a block spans stay within the TLB's reach
-        k_o, k = sch.split(k, [None, kb])
+        k_o, k = sampled_split(sch, k, kb, max_inner=kb)
         sch.reorder(*batch, n_o, k_o, m_o, k, m_i, n_v, n_l)
         outer = sch.fuse(*batch, n_o)
     else:
