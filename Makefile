@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[compare,test]"
+	$(BIN)/python -m pip install -q -e ".[compare,test,cluster]"
 	touch $(STAMP)
 
 # budgeted transfer of a model held out of the shipped bank: the shipped ranker picks each kernel's top

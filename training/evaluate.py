@@ -73,11 +73,12 @@ def make_ranker(name: str, featurizer: Featurizer, params: dict | None = None) -
 
 
 def fit_ranker(name: str, data: RankingSet, table: FeatureTable, params: dict | None = None,
-               data_hash: str = "") -> Ranker:
+               data_hash: str = "", client: object | None = None) -> Ranker:
+    """The ranker `name` fitted on `data` (on a Dask cluster's workers with `client`)."""
     ranker = make_ranker(name, table.featurizer, params)
     X = table.get(ranker.feature_set, data.rows)
     return ranker.fit(X, data.relevance(), data.sizes, feature_version=table.featurizer.version,
-                      data_hash=data_hash)
+                      data_hash=data_hash, client=client)
 
 
 def predict(ranker: Ranker, data: RankingSet, table: FeatureTable, validity: bool = True) -> np.ndarray:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -100,18 +102,41 @@ def rule_kinds(data: RankingSet) -> list[str]:
                    if any(r.source_kind == "rule" and r.ok for r in g.rows)})
 
 
-def train(target_dir: Path, names: list[str], bank_records: bool = True,
+def train(target_dir: Path, names: list[str], bank_records: bool = True, cluster: object | None = None,
           log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     """Fit each ranker on the whole matrix (and the bank's own records, for rankers that use them) and save
-    it under `<target>/rankers/<name>/`."""
+    it under `<target>/rankers/<name>/`. With `cluster` (a `recommender.measure.cluster.ClusterAddress`), the
+    rankers are fitted on that Dask cluster's workers (those with `fits_on_cluster`; others are refused)."""
+    if cluster is not None:
+        local_only = [n for n in names if not ranker_class(n).fits_on_cluster]
+        if local_only:
+            raise BankError(f"--cluster fits lgbm only; {', '.join(local_only)} fit on this machine: train "
+                            f"them without --cluster")
     data = TargetData(target_dir, log, bank_records)
     names = _names(names, data)
+    with _client(cluster) as client:
+        return _train(data, names, client, cluster, log)
+
+
+@contextmanager
+def _client(cluster: object | None) -> Iterator[object | None]:
+    """A Dask client of `cluster`, or None without one (Dask is then not imported)."""
+    if cluster is None:
+        yield None
+        return
+    from recommender.measure.cluster import connect
+    with connect(cluster) as client:
+        yield client
+
+
+def _train(data: TargetData, names: list[str], client: object | None, cluster: object | None,
+           log: Callable[[str], None]) -> dict:
     out = {}
     for name in names:
         t0 = time.perf_counter()
         train_set = data.training_set(name)
         digest = train_set.digest()
-        ranker = fit_ranker(name, train_set, data.table, data_hash=digest)
+        ranker = fit_ranker(name, train_set, data.table, data_hash=digest, client=client)
         folder = data.target_dir / "rankers" / name
         spaced = (data.target_dir / "space").is_dir()
         trained_on = display_path(data.target_dir / "transfer") + (
@@ -123,6 +148,8 @@ def train(target_dir: Path, names: list[str], bank_records: bool = True,
                  "models": sorted({g.key[0] for g in train_set.groups}),
                  "train_seconds": round(time.perf_counter() - t0, 2),
                  "feature_seconds": dict(data.table.seconds)}
+        if client is not None:  # distributed LightGBM is not bit-identical to the local fit: say where it ran
+            extra["cluster"] = {"address": cluster.text, "workers": len(client.scheduler_info()["workers"])}
         ranker.save(folder, extra)
         out[name] = extra
         log(f"{name}: trained on {extra['kernels']} kernels ({extra['candidates']} candidates) in "

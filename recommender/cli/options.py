@@ -101,6 +101,16 @@ def selector_names(text: str) -> tuple[str, ...]:
     return names
 
 
+def cluster_address(text: str) -> object:
+    """`local:N` or a Dask scheduler address, parsed (recommender.measure.cluster; Dask is not imported)."""
+    from ..core.errors import ClusterError
+    from ..measure.cluster import parse_cluster
+    try:
+        return parse_cluster(text)
+    except ClusterError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--cluster: ")) from None
+
+
 def names_list(text: str | None) -> tuple[str, ...]:
     """A comma-separated option's names, blanks dropped."""
     return tuple(m.strip() for m in (text or "").split(",") if m.strip())
@@ -224,3 +234,10 @@ def out(sp: argparse.ArgumentParser, default: str, what: str = "output folder", 
 def bank_records(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--no-bank-records", action="store_true",
                     help="train on the transfer matrix alone, without the bank's own tuning records")
+
+
+def cluster(sp: argparse.ArgumentParser, what: str) -> None:
+    """--cluster: run `what` on a Dask cluster (docs/scale.md)."""
+    sp.add_argument("--cluster", type=cluster_address, metavar="ADDRESS",
+                    help=f"{what} on a Dask cluster: a scheduler address (tcp://HOST:8786) or local:N (N worker "
+                         f"processes started on this machine); needs schedrec[cluster] (docs/scale.md)")

@@ -33,6 +33,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train the target's rankers on its transfer matrix; saved to models/<key>/rankers/<name>/. With
     --targets, one lgbm ranker across those targets instead, saved to models/shared/rankers/lgbm/."""
     if args.targets is not None:
+        if args.cluster:
+            from ..core.errors import SchedrecError
+            raise SchedrecError("--cluster fits one target's lgbm ranker; --targets fits on this machine")
         from training.cross_target import train_shared
         from training.report import update_shared_card
 
@@ -41,7 +44,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         update_shared_card(shared_dir())
         return 0
     from training.train import train
-    train(target_folder(args), args.ranker, bank_records=not args.no_bank_records)
+    names = args.ranker or (["lgbm"] if args.cluster else ["lgbm", "tlp"])
+    train(target_folder(args), names, bank_records=not args.no_bank_records, cluster=args.cluster)
     return 0
 
 
@@ -103,8 +107,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     tr = sub.add_parser("train", help=cmd_train.__doc__, description=cmd_train.__doc__)
     options.target_key(tr)
-    options.rankers(tr, ["lgbm", "tlp"], "lgbm, tlp, all (both), or a comma-separated list with baselines (default: all)")
+    options.rankers(tr, None, "lgbm, tlp, all (both), or a comma-separated list with baselines (default: all; "
+                              "lgbm with --cluster)")
     options.bank_records(tr)
+    options.cluster(tr, "fit the lgbm ranker with LightGBM's Dask interface")
     targets_option(tr, "train one lgbm ranker across these targets (comma-separated target keys, or all: every "
                        "target with a transfer matrix) -> models/shared/rankers/lgbm/")
     tr.set_defaults(func=cmd_train)

@@ -20,6 +20,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     if args.add_donors and not args.all_pairs:
         raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
+    if args.cluster and not args.all_pairs:
+        raise SchedrecError("--cluster measures a transfer matrix's kernels on a cluster: use it with --all-pairs "
+                            "(or schedrec matrix)")
     if args.all_pairs:
         args.rule_space = args.rule_space or 0
         return replay_all_pairs(args, target, own_folder(args, target.key))
@@ -67,7 +70,7 @@ def replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: Path) -
                   models=list(options.names_list(args.models)) or None,
                   settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
-                  add_donors=args.add_donors, rule_space=args.rule_space)
+                  add_donors=args.add_donors, rule_space=args.rule_space, cluster=args.cluster)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
              str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]
@@ -162,6 +165,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.rule_space(r, use="replay")
     options.out(r, "out/replay/<model>")
     options.exact_math(r)
+    options.cluster(r, "with --all-pairs: measure each kernel")
     r.set_defaults(func=cmd_replay)
 
     mx = sub.add_parser("matrix", help=cmd_matrix.__doc__, description=cmd_matrix.__doc__)
@@ -174,6 +178,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.rule_space(mx, use="matrix")
     options.out(mx, "models/<target-key>/transfer")
     options.exact_math(mx)
+    options.cluster(mx, "measure each kernel")
     mx.set_defaults(func=cmd_matrix)
 
     tf = sub.add_parser("transfer", help=cmd_transfer.__doc__, description=cmd_transfer.__doc__)

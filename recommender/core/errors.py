@@ -20,6 +20,10 @@ class BankError(SchedrecError):
     """A bank, or a file of rows measured from one, that is missing, corrupt, locked or for another target."""
 
 
+class ClusterError(SchedrecError):
+    """A cluster that cannot be reached or started, or a worker that may not take part (another CPU)."""
+
+
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's main(): a SchedrecError becomes one line `<script>: error: ...` and exit code 2."""
     import os

@@ -40,6 +40,17 @@ class RowFile:
         self.by_kernel[choice.kernel.name] = rows
         write_rows(self.path, self.rows)
 
+    def put(self, kernel: str, rows: list[CandidateRow], order: list[str]) -> None:
+        """Save a kernel's rows that came back from elsewhere (a cluster worker) in any order: they go before
+        the rows of the first kernel that follows it in `order`, so a run whose kernels finish out of order
+        writes the file a run in order writes."""
+        at = {name: i for i, name in enumerate(order)}
+        mine = at[kernel]
+        pos = next((i for i, r in enumerate(self.rows) if at.get(r.target_kernel, -1) > mine), len(self.rows))
+        self.rows[pos:pos] = rows
+        self.by_kernel[kernel] = list(rows)
+        write_rows(self.path, self.rows)
+
     def extend(self, choice: KernelChoice, model: str, tuned_best_s: float | None = None) -> int:
         """Add the candidate rows of `choice` (its default row left out) after the rows its kernel has, and
         save the file; returns how many were added."""

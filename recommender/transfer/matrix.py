@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..bank.store import locked, wait_while_paused
@@ -24,7 +25,8 @@ from ..frontend.kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
 from ..rules import tile_rule_for
 from ..target.spec import TargetSpec
-from .candidates import BankIndex
+from .candidates import BankIndex, BankKernel
+from .choice import KernelChoice
 from .driver import RowFile, drive
 from .kernel import find_candidates, measure_kernel, transfer_kernel
 
@@ -35,18 +37,44 @@ def matrix_file(out_dir: Path, model: str) -> Path:
     return out_dir / f"{model}.jsonl.gz"
 
 
+@dataclass(frozen=True)
+class MatrixPool:
+    """How a matrix kernel's pool is drawn (what a cluster worker needs besides the kernel and the bank)."""
+
+    top_n: int = 3
+    cap: int | None = 48
+    anchor_fallback: bool = True
+    rule_space: int = 0
+
+
+def matrix_kernels(index: BankIndex, model: str, rule_space: int) -> list[BankKernel]:
+    """The bank model's kernels that the matrix measures, in the order its rows are written."""
+    return [bk for bk in index.kernels[model] if not rule_space or tile_rule_for(bk.class_key)]
+
+
+def measure_matrix_kernel(bk: BankKernel, index: BankIndex, measurer: Measurer, tt: object,
+                          pool: MatrixPool) -> KernelChoice:
+    """One matrix kernel: the other bank models' donors (only; or + the rule's space) replayed and measured."""
+    return transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight), index, measurer, tt, pool.top_n,
+                           (bk.model,), pool.cap, pool.anchor_fallback, tile_rules=False,
+                           rule_space=pool.rule_space)
+
+
 def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
               models: list[str] | None = None, settings: MeasureSettings | None = None,
               anchor_fallback: bool = True, remeasure: tuple[str, ...] = (), add_donors: bool = False,
-              rule_space: int = 0, log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+              rule_space: int = 0, cluster: object | None = None,
+              log=lambda msg: print(msg, file=sys.stderr)) -> dict:
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
     Kernels with a candidate whose status is in `remeasure` are measured again. With `add_donors`, finished
     kernels whose donors lack bank models added since get those models' candidates measured and added. With
     `rule_space`, only the kernels whose class has a tile rule, each with up to that many instances of the
-    rule's template measured beside its donors (the data a ranker needs to choose among them)."""
+    rule's template measured beside its donors (the data a ranker needs to choose among them). With `cluster`
+    (a `measure.cluster.ClusterAddress`), each kernel is measured by a worker of that Dask cluster and its rows
+    come back here to be written, in the order a local run writes them (`matrix_cluster.py`)."""
     from ..core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
-    tt = target.tvm()
+    target.tvm()  # a target TVM rejects is refused before any folder is locked or cluster started
     index = BankIndex(bank_dir)
     if len(index.models) < 2:
         raise BankError(f"the transfer matrix needs 2 or more bank models; {bank_dir} holds {len(index.models)}")
@@ -57,37 +85,53 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
         settings_json = (settings or MeasureSettings()).to_json()
         _check_math(out_dir, settings_json["fast_math"])
         donors = Donors(out_dir, index.models)
-        with Measurer(target.config, settings) as measurer:
-            lacking = {}
-            for model in models or index.models:
-                rows = RowFile(matrix_file(out_dir, model), remeasure, log)
-                kernels = [bk for bk in index.kernels[model] if not rule_space or tile_rule_for(bk.class_key)]
-                lack = donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
-                if add_donors and lack:
-                    _add_donors(model, lack, rows, index, donors, measurer, tt, top_n, cap, anchor_fallback,
-                                bank_dir, log)
-                elif lack:
-                    lacking[model] = lack
-                todo = [bk for bk in kernels if bk.name not in rows.by_kernel]
-                if not todo:
-                    continue
-                t0 = time.time()
-                for choice in drive(todo, rows, model, name=lambda bk: bk.name,
-                                    step=lambda bk: transfer_kernel(kernel_from_mod(bk.name, bk.mod, bk.weight),
-                                                                    index, measurer, tt, top_n, (model,), cap,
-                                                                    anchor_fallback, tile_rules=False,  # donors only,
-                                                                    rule_space=rule_space),  # or + the rule's space
-                                    resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
-                                    tuned_best_s=lambda bk: bk.best_s, log=log):
-                    donors.record(model, choice.kernel.name, [m for m in index.models if m != model])
-                log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {rows.path}")
-            _note_lacking(lacking, out_dir, log)
+        pool = MatrixPool(top_n, cap, anchor_fallback, rule_space)
+        if cluster is not None:
+            if add_donors:
+                raise BankError("--add-donors measures on this machine: run it without --cluster")
+            from .matrix_cluster import measure_on_cluster
+            lacking = measure_on_cluster(cluster, index, models or index.models, out_dir, donors, target,
+                                         settings or MeasureSettings(), pool, remeasure, bank_dir, log)
+        else:
+            lacking = _measure_here(index, models or index.models, out_dir, donors, target, settings, pool,
+                                    remeasure, add_donors, bank_dir, log)
+        _note_lacking(lacking, out_dir, log)
     rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
     summary = {"bank": display_path(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
                "cap": cap, "anchor_fallback": anchor_fallback, "measurer": settings_json, "rows": len(rows),
                **summarize(rows)}
     atomic_write_json(str(out_dir / "summary.json"), summary)
     return summary
+
+
+def _measure_here(index: BankIndex, models: list[str], out_dir: Path, donors: "Donors", target: TargetSpec,
+                  settings: MeasureSettings | None, pool: MatrixPool, remeasure: tuple[str, ...], add_donors: bool,
+                  bank_dir: Path, log) -> dict[str, dict[str, list[str]]]:
+    """Measure the matrix's missing kernels on this machine, one model after another; returns, per model, the
+    finished kernels that lack donors the bank gained since (unless `add_donors` measured them)."""
+    tt = target.tvm()
+    lacking = {}
+    with Measurer(target.config, settings) as measurer:
+        for model in models:
+            rows = RowFile(matrix_file(out_dir, model), remeasure, log)
+            kernels = matrix_kernels(index, model, pool.rule_space)
+            lack = donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
+            if add_donors and lack:
+                _add_donors(model, lack, rows, index, donors, measurer, tt, pool.top_n, pool.cap,
+                            pool.anchor_fallback, bank_dir, log)
+            elif lack:
+                lacking[model] = lack
+            todo = [bk for bk in kernels if bk.name not in rows.by_kernel]
+            if not todo:
+                continue
+            t0 = time.time()
+            for choice in drive(todo, rows, model, name=lambda bk: bk.name,
+                                step=lambda bk: measure_matrix_kernel(bk, index, measurer, tt, pool),
+                                resume=lambda bk, saved: None, pause_dir=bank_dir, desc=f"matrix {model}",
+                                tuned_best_s=lambda bk: bk.best_s, log=log):
+                donors.record(model, choice.kernel.name, [m for m in index.models if m != model])
+            log(f"{model}: {len(todo)} kernels in {time.time() - t0:.0f} s -> {rows.path}")
+    return lacking
 
 
 class Donors:

@@ -59,19 +59,28 @@ class Ranker:
     uses_extra_groups: ClassVar[bool] = False
     # whether `fit(..., init_model=...)` can continue a fitted model (LightGBM's continued training)
     continues_training: ClassVar[bool] = False
+    # whether `fit(..., client=...)` can fit on a Dask cluster (LightGBM's own Dask interface)
+    fits_on_cluster: ClassVar[bool] = False
 
     def get_params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}
 
     # -- the interface ----------------------------------------------------------------------------
     def fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, feature_version: str = "",
-            data_hash: str = "", init_model: "Ranker | None" = None) -> "Ranker":
+            data_hash: str = "", init_model: "Ranker | None" = None, client: object | None = None) -> "Ranker":
         """Learn from (X, y, group); with `init_model` (a fitted ranker of the same class and features), go on
-        from what it learned instead of starting anew (rankers with `continues_training` only)."""
+        from what it learned instead of starting anew (rankers with `continues_training` only); with `client`
+        (a `dask.distributed.Client`), fit on its workers (rankers with `fits_on_cluster` only)."""
         if group is None:
             raise RankerError(f"{self.name}: a ranking fit needs `group` (candidates per target kernel)")
         X, y, group = check_ranking_data(X, y, group)
         kwargs = {}
+        if client is not None:
+            if not self.fits_on_cluster:
+                raise RankerError(f"{self.name} does not fit on a cluster (lgbm does)")
+            if init_model is not None:
+                raise RankerError(f"{self.name}: a fit on a cluster starts anew (no initial model)")
+            kwargs["client"] = client
         if init_model is not None:
             if not self.continues_training or type(init_model) is not type(self):
                 raise RankerError(f"{self.name} cannot go on from a {init_model.name} model")

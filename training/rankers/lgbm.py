@@ -4,6 +4,11 @@ Relevance best/latency in (0, 1] is graded into `levels` integer labels (0 = fai
 LambdaRank's gains are per integer label; gains grow with the square of the relevance. `n_models` boosters
 with other seeds (row and column subsampling) are averaged: with about 140 training kernels one booster's
 top-1 pick swings with its seed, and the average picks fewer of the 10-100x slower schedules.
+
+With a Dask client, each booster is fitted by LightGBM's own Dask interface (`DaskLGBMRanker`, data-parallel
+over the workers): the rows are cut into one partition per worker at query-group boundaries, and `group` is
+given per partition, since LightGBM reads the group array chunk by chunk beside the data's partitions. The
+saved model is the same booster text, read by the same loader.
 """
 from __future__ import annotations
 
@@ -25,12 +30,50 @@ def graded(y: np.ndarray, levels: int) -> np.ndarray:
     return np.clip(lab, 0, levels - 1)
 
 
+def group_partitions(group: np.ndarray, parts: int) -> list[int]:
+    """Cut the query groups into at most `parts` runs of whole consecutive groups with about equal rows;
+    the number of groups in each run (none empty)."""
+    ends = np.cumsum(group)
+    total = int(ends[-1]) if len(ends) else 0
+    cuts, last = [], 0
+    for k in range(1, parts):
+        aim = total * k / parts
+        i = int(np.searchsorted(ends, aim))  # ends[i - 1] < aim <= ends[i]: cut after group i - 1 or after i
+        i = i if i > 0 and aim - ends[i - 1] <= ends[min(i, len(ends) - 1)] - aim else i + 1
+        if last < i < len(group):
+            cuts.append(i)
+            last = i
+    bounds = [0] + cuts + [len(group)]
+    return [b - a for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _fit_on_cluster(client: object, X: np.ndarray, labels: np.ndarray, group: np.ndarray, params: dict,
+                    seed: int) -> object:
+    """One booster fitted with `lightgbm.DaskLGBMRanker` over the client's workers, one partition each."""
+    try:
+        import dask.array as da
+        import pandas  # noqa: F401  (lightgbm.dask refuses to fit without it)
+    except ImportError as err:
+        raise RankerError(f"lgbm on a cluster needs {err.name}: pip install 'schedrec[cluster]'") from None
+    import lightgbm as lgb
+    runs = group_partitions(group, max(1, len(client.scheduler_info()["workers"])))
+    starts = np.cumsum([0] + runs)
+    rows = tuple(int(group[a:b].sum()) for a, b in zip(starts, starts[1:]))
+    dX = da.from_array(X, chunks=(rows, X.shape[1]))
+    dy = da.from_array(labels, chunks=(rows,))
+    dg = da.from_array(group, chunks=(tuple(runs),))  # chunk i holds the groups of partition i
+    model = lgb.DaskLGBMRanker(client=client, **params, random_state=seed, tree_learner="data")
+    model.fit(dX, dy, group=dg)
+    return model.booster_
+
+
 class LGBMRanker(Ranker):
     name = "lgbm"
     feature_set = "tabular"
     # leave-one-model-out top-1 0.64 -> 0.73 with the bank's records (benchmarks/bank_records_ablation.py)
     uses_extra_groups = True
     continues_training = True
+    fits_on_cluster = True
 
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
                  min_child_samples: int = 10, subsample: float = 0.8, colsample_bytree: float = 0.8,
@@ -46,21 +89,25 @@ class LGBMRanker(Ranker):
         self.n_models = n_models
         self.seed = seed
 
-    def _fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, init_model: "LGBMRanker | None" = None) -> None:
+    def _fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, init_model: "LGBMRanker | None" = None,
+             client: object | None = None) -> None:
         import lightgbm as lgb
         gain = [float((i / (self.levels - 1)) ** self.gain_power * (self.levels - 1)) for i in range(self.levels)]
         labels = graded(y, self.levels)
         if init_model is not None and len(init_model.boosters_) != self.n_models:
             raise RankerError(f"lgbm: the initial model has {len(init_model.boosters_)} boosters, this one "
                               f"{self.n_models}")
+        params = dict(objective="lambdarank", n_estimators=self.n_estimators, learning_rate=self.learning_rate,
+                      num_leaves=self.num_leaves, min_child_samples=self.min_child_samples, subsample=self.subsample,
+                      subsample_freq=1, colsample_bytree=self.colsample_bytree, deterministic=True,
+                      force_row_wise=True, label_gain=gain, lambdarank_truncation_level=10, verbose=-1)
+        if client is not None:
+            self.boosters_ = [_fit_on_cluster(client, X, labels, group, params, self.seed + m)
+                              for m in range(self.n_models)]
+            return
         self.boosters_ = []
         for m in range(self.n_models):
-            model = lgb.LGBMRanker(
-                objective="lambdarank", n_estimators=self.n_estimators, learning_rate=self.learning_rate,
-                num_leaves=self.num_leaves, min_child_samples=self.min_child_samples, subsample=self.subsample,
-                subsample_freq=1, colsample_bytree=self.colsample_bytree, random_state=self.seed + m,
-                n_jobs=FIT_THREADS, deterministic=True, force_row_wise=True,
-                label_gain=gain, lambdarank_truncation_level=10, verbose=-1)
+            model = lgb.LGBMRanker(**params, random_state=self.seed + m, n_jobs=FIT_THREADS)
             # continued training: booster m goes on from the initial model's booster m with n_estimators more
             # trees (the target's own groups after the shared ones: training.cross_target.adapt)
             model.fit(X, labels, group=group, init_model=init_model.boosters_[m] if init_model else None)
