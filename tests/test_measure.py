@@ -9,6 +9,7 @@ import pytest
 from recommender.core.errors import SchedrecError
 from recommender.measure import MeasureSettings, Measurer
 from recommender.measure.measurer import BUILD_ERROR, CRASH, OK, RUNTIME_ERROR, TIMEOUT, WRONG_RESULT, parse_runner
+from recommender.measure.worker import timing_repeats
 
 from .kernels_tir import add1024, add1024_wrong, as_mod, fails_at_run, fails_build, hangs, matmul64, segfaults
 
@@ -29,6 +30,21 @@ def test_times_kernels_with_all_repeats(measurer):
         assert min(r.costs) <= r.median <= max(r.costs)
     mm, add = results
     assert mm.median > add.median  # 2*64^3 flops vs 1024 adds
+
+
+def test_a_slow_kernel_gets_as_many_repeats_as_fit_in_the_timing_cap():
+    assert timing_repeats(0.001, 1, 5, 0.2) == 5  # 5 ms in all: every repeat
+    assert timing_repeats(0.05, 1, 5, 0.2) == 4
+    assert timing_repeats(0.3, 1, 5, 0.2) == 1  # one at least
+    assert timing_repeats(0.3, 1, 5, 0.0) == 5  # no cap
+
+
+def test_a_timing_over_the_cap_runs_fewer_repeats_and_one_under_it_all(measurer):
+    capped, full = (measurer.measure([as_mod(matmul64)], settings=MeasureSettings(repeat=5, min_repeat_ms=0,
+                                                                                  max_timing_s=cap))[0]
+                    for cap in (1e-7, 0.0))
+    assert capped.ok and full.ok
+    assert len(capped.costs) == 1 and len(full.costs) == 5
 
 
 def test_failures_are_recorded_with_reasons_and_the_next_candidate_is_fine(measurer):
@@ -71,6 +87,8 @@ def test_a_worker_killed_from_outside_is_replaced(measurer):
 def test_settings_are_validated():
     with pytest.raises(SchedrecError, match="repeat"):
         MeasureSettings(repeat=0)
+    with pytest.raises(SchedrecError, match="max_timing_s"):
+        MeasureSettings(max_timing_s=-0.5)
     with pytest.raises(SchedrecError, match="rpc://HOST:PORT/KEY"):
         MeasureSettings(runner="rpc://nohost")
     assert parse_runner("rpc://127.0.0.1:9190/board") == {"host": "127.0.0.1", "port": 9190, "key": "board"}

@@ -38,7 +38,10 @@ MODEL_RETRY_WAIT_S = 5.0
 @dataclass
 class MeasureSettings:
     """How candidates are built and timed. `min_repeat_ms` makes `time_evaluator` raise `number` until
-    one repeat lasts that long; the reported latency is the median over `repeat` repeats."""
+    one repeat lasts that long; the reported latency is the median over `repeat` repeats. A kernel whose
+    `repeat` repeats would run longer than `max_timing_s` in all gets as many as fit, one at least (its warmup
+    call says how long one takes): such a kernel is slow, and one repeat of it is close to the median of five
+    (see `worker.timing_repeats`). 0: every timing runs `repeat` repeats."""
 
     repeat: int = 5
     number: int = 1
@@ -50,13 +53,14 @@ class MeasureSettings:
     run_timeout_s: float = 60.0
     runner: str = "local"  # or rpc://HOST:PORT/KEY
     fast_math: bool = True  # vectorized float32 exp/erf in every build (recommender.measure.fast_math); False: libm calls
+    max_timing_s: float = 0.2
 
     def __post_init__(self) -> None:
         for name in ("repeat", "number", "build_workers"):
             if int(getattr(self, name)) < 1:
                 raise SchedrecError(f"measure setting {name} must be at least 1, got {getattr(self, name)}")
-        for name in ("min_repeat_ms", "warmup"):
-            if int(getattr(self, name)) < 0:
+        for name in ("min_repeat_ms", "warmup", "max_timing_s"):
+            if getattr(self, name) < 0:
                 raise SchedrecError(f"measure setting {name} must not be negative, got {getattr(self, name)}")
         parse_runner(self.runner)
 
@@ -202,7 +206,7 @@ class Measurer:
         payload = {"lib_path": path, "args_info": args_info, "seed": seed, "warmup": s.warmup, **packing,
                    "reference_path": reference_path if self.rpc is None else None,
                    "number": s.number, "repeat": s.repeat, "min_repeat_ms": s.min_repeat_ms,
-                   "flush_cache": s.flush_cache, "rpc": self.rpc}
+                   "max_timing_s": s.max_timing_s, "flush_cache": s.flush_cache, "rpc": self.rpc}
         with exclusive("timing a kernel"):
             return self._timed("time", payload, s.run_timeout_s)
 
