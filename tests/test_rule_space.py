@@ -119,3 +119,18 @@ def test_every_instance_of_the_matmul_space_computes_the_matmul_and_replays_from
         knobs = ([[m // k["rows"], k["rows"]]] if m % k["rows"] == 0 else []) \
             + [[-(-n // width), k["vectors"], k["lanes"]]] + ([[depth // k["k_block"], k["k_block"]]] if k["k_block"] else [])
         assert _knob_decisions(built.trace_json) == knobs, k
+
+
+@pytest.mark.slow
+def test_a_rule_space_built_in_parts_over_the_build_workers_is_the_whole_space_in_its_order(target):
+    from recommender.measure import MeasureSettings, Measurer
+    from recommender.transfer.replay import tile_rule_schedules, tile_rules_isolated
+    mod = _conv_bias_relu(ci=8, co=16, hw=14)
+    here = tile_rule_schedules(mod, target.tvm(), space=12)
+    assert len(here) >= 8
+    thirds = [tile_rule_schedules(mod, target.tvm(), space=12, part=(i, 3)) for i in range(3)]
+    assert sorted(str(r.trace_json) for p in thirds for r in p) == sorted(str(r.trace_json) for r in here)
+    with Measurer(target.config, MeasureSettings(build_workers=2)) as m:
+        spread = tile_rules_isolated(m, mod, space=12)
+    assert [r.trace_json for r in spread] == [r.trace_json for r in here]
+    assert [r.knobs for r in spread] == [r.knobs for r in here]

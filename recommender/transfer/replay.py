@@ -287,42 +287,62 @@ def sample_schedules(mod: object, target: object, n: int, seed: int = 0) -> list
 def rule_schedules(mod: object, target: object) -> list[Replayed]:
     """The loop rule's schedules for `mod` (`recommender.rules.loop`), postprocessed and checked like a
     replayed candidate (the ones a postprocessor rejects are left out)."""
-    return _postprocessed(RULES["loop"].schedules(mod), mod, target)
+    return [r for _, r in _postprocessed(RULES["loop"].schedules(mod), mod, target)]
 
 
-def tile_rule_schedules(mod: object, target: object, rule: str = "conv", space: int = 0) -> list[Replayed]:
+def tile_rule_schedules(mod: object, target: object, rule: str = "conv", space: int = 0,
+                        part: tuple[int, int] = (0, 1)) -> list[Replayed]:
     """The register-tile schedules of the tile rule `rule` (`recommender.rules.TILE_RULES`) for `mod` ([] if
     it is not a kernel they apply to), postprocessed and checked like a replayed candidate; the tiles fit
     `target`'s vectors. `space`: up to that many instances of the rule's template (`ScheduleRule.space`, the
-    fixed ones first) instead of its fixed instances alone."""
+    fixed ones first) instead of its fixed instances alone. `part` (i, n): only the instances i, i + n, ...
+    (the list is seeded, so n workers that each take a part build it all between them)."""
+    return [r for _, r in _tile_rule_parts(mod, target, rule, space, part)]
+
+
+def _tile_rule_parts(mod: object, target: object, rule: str, space: int,
+                     part: tuple[int, int]) -> list[tuple[int, Replayed]]:
+    """tile_rule_schedules with each schedule's index in the rule's list."""
     if rule not in TILE_RULES:
         raise ValueError(f"unknown tile rule {rule!r}; one of {', '.join(TILE_RULES)}")
     lanes = float32_lanes(target)
     instances = RULES[rule].space(mod, lanes, limit=space) if space else RULES[rule].instances(mod, lanes)
-    return _postprocessed([i.schedule for i in instances], mod, target,
-                          [{**i.knobs, "fixed": i.fixed} for i in instances])
+    at, parts = part
+    mine = list(range(at, len(instances), parts))
+    built = _postprocessed([instances[i].schedule for i in mine], mod, target,
+                           [{**instances[i].knobs, "fixed": instances[i].fixed} for i in mine])
+    return [(mine[n], r) for n, r in built]
 
 
 def _postprocessed(schedules: list[object], mod: object, target: object,
-                   knobs: list[dict] | None = None) -> list[Replayed]:
+                   knobs: list[dict] | None = None) -> list[tuple[int, Replayed]]:
+    """Each schedule postprocessed, with its index; the ones a postprocessor rejects are left out."""
     out = []
     for n, sch in enumerate(schedules):
         try:
             r = postprocess(sch, mod, target, None)
         except ReplayFailure:  # a postprocessor rejected it: left out
             continue
-        out.append(replace(r, knobs=knobs[n]) if knobs else r)
+        out.append((n, replace(r, knobs=knobs[n]) if knobs else r))
     return out
 
 
 def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv", timeout_s: float = 300.0,
                         space: int = 0) -> list[Replayed]:
-    """tile_rule_schedules, run in one of `measurer`'s build workers ([] if the worker dies)."""
+    """tile_rule_schedules, in `measurer`'s build workers: a rule space's instances are postprocessed in
+    parts, one per worker (a 32-instance conv space takes seconds in one); the rule's order is kept, and a
+    worker that dies loses its part only."""
     import tvm
-    kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule, "space": space}
-    out = _in_worker(measurer, "recommender.transfer.replay:tile_rules_serialized", kwargs, timeout_s)
+
+    from ..measure.pool import WorkerCrash, WorkerError, WorkerTimeout
+    parts = max(1, measurer.settings.build_workers) if space else 1
+    jobs = [{"mod_json": _saved_json(mod), "target_config": measurer.target_config, "rule": rule, "space": space,
+             "part": [i, parts]} for i in range(parts)]
+    outs = measurer.call_isolated_many("recommender.transfer.replay:tile_rules_serialized", jobs, timeout_s)
+    found = sorted((o for out in outs if not isinstance(out, (WorkerTimeout, WorkerCrash, WorkerError))
+                    for o in out), key=lambda o: o["index"])
     return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"], knobs=o.get("knobs"))
-            for o in out]
+            for o in found]
 
 
 def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) -> list[dict]:
@@ -334,11 +354,14 @@ def _in_worker(measurer: object, function: str, kwargs: dict, timeout_s: float) 
         return []
 
 
-def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv", space: int = 0) -> list[dict]:
-    """The worker side of tile_rules_isolated."""
+def tile_rules_serialized(mod_json: str, target_config: dict, rule: str = "conv", space: int = 0,
+                          part: tuple[int, int] = (0, 1)) -> list[dict]:
+    """The worker side of tile_rules_isolated: its part of the instances, each with its index in the rule's list."""
     import tvm
-    built = tile_rule_schedules(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule, space)
-    return [{"trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod), "knobs": r.knobs} for r in built]
+    built = _tile_rule_parts(_load_mod(mod_json), _target(json.dumps(target_config, sort_keys=True)), rule, space,
+                             tuple(part))
+    return [{"index": i, "trace_json": r.trace_json, "mod_json": tvm.ir.save_json(r.mod), "knobs": r.knobs}
+            for i, r in built]
 
 
 def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeout_s: float = 300.0,
