@@ -27,6 +27,11 @@ CONNECT_TIMEOUT_S = 30
 RETRIES = 2
 
 
+# a worker's statistical profiler wakes every 10 ms to sample its threads: beside a timing that takes every core
+# of the host, that is a stall (contention.py); workers of a scheduler started elsewhere: docs/scale.md
+QUIET_WORKERS = {"distributed.worker.profile.enabled": False}
+
+
 @dataclass(frozen=True)
 class ClusterAddress:
     """A parsed --cluster: `local_workers` N for `local:N` (a LocalCluster started here), else None and
@@ -61,14 +66,16 @@ def parse_cluster(text: str) -> ClusterAddress:
 def connect(address: ClusterAddress) -> Iterator[object]:
     """A `dask.distributed.Client` of the cluster (a LocalCluster started for `local:N`, closed on exit)."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster
     except ImportError as err:
         raise ClusterError(f"--cluster needs Dask ({err}): pip install 'schedrec[cluster]'") from None
     cluster = None
     try:
         if address.local_workers is not None:
-            cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            with dask.config.set(QUIET_WORKERS):
+                cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
             client = Client(cluster)
         else:
             client = Client(address.scheduler, timeout=CONNECT_TIMEOUT_S)
