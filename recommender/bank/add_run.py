@@ -24,6 +24,7 @@ from ..core.errors import BankError
 from ..core.fileio import read_json
 from ..core.row_files import read_rows
 from ..core.rows import OK, CandidateRow
+from .index import refresh_after_add
 from .info import model_summary
 from .store import META_FILE, RECORD_FILE, WORKLOAD_FILE, locked, pack, write_meta
 
@@ -106,4 +107,5 @@ def add_run(run_dir: Path, bank_dir: Path, target_key: str, target: dict, name: 
                                 "source": {"run": str(run_dir), "selector": run.get("selector"),
                                            "per_kernel": run.get("per_kernel"), "budget": run.get("budget")},
                                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernels": kernels})
+    refresh_after_add(bank_dir)  # every add to a bank leaves its index fresh
     return model_summary(folder)

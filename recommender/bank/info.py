@@ -8,6 +8,8 @@ from featurize.trace_schema import MalformedTrace, check_trace
 
 from ..core.errors import BankError
 from ..target.folders import other_cpu_note, rankers_for, repo_models_dir, resolve
+from .index import IndexedBank, refresh_after_add
+from .location import bank_files, bank_location, is_url
 from .store import META_FILE, bank_models, locked, pack, read_meta, read_records, write_meta
 
 
@@ -73,25 +75,31 @@ def import_workdir(work_dir: Path, bank_dir: Path, name: str, target_key: str, t
             pack(str(work_dir), folder)
             write_meta(folder, {"model": name, "spec": f"import:{work_dir}", "target": target,
                                 "target_key": target_key, "record_targets": record_targets, "kernels": kernels})
+    refresh_after_add(bank_dir)  # every add to a bank leaves its index fresh
     return model_summary(folder)
 
 
-def bank_warnings(bank_dir: Path, target_key: str) -> list[str]:
-    """`other_cpu_note` of a bank folder, from its models' meta files alone (no records read)."""
-    metas = [read_meta(f) for f in bank_models(bank_dir)]
+def bank_warnings(bank_dir: Path | str, target_key: str) -> list[str]:
+    """`other_cpu_note` of a bank folder, from its models' meta files alone (no records read); of a bank at a
+    URL, from its index."""
+    where = bank_location(bank_dir)
+    if not isinstance(where, Path):
+        return other_cpu_note({m["model"]: m["target_key"] for m in IndexedBank(bank_files(where)).models.values()},
+                              target_key)
+    metas = [read_meta(f) for f in bank_models(where)]
     return other_cpu_note({m["model"]: m["target_key"] for m in metas}, target_key)
 
 
 def donor_folders(target_key: str, bank: str | None = None, recommender: str | None = None,
-                  with_recommender: bool = True) -> tuple[Path, Path | None, list[str]]:
+                  with_recommender: bool = True) -> tuple[Path | str, Path | None, list[str]]:
     """(bank, recommender folder or None, notes) for a run that reads them: the given folders, else this
     target's own, else the nearest target's (`target.folders.resolve`), with the lines to tell the user: the
     nearest target's choice, or, for a given bank or this target's own, the models in it measured on another
-    CPU (`bank_warnings`)."""
+    CPU (`bank_warnings`). A bank at a URL (`location.bank_location`) stays one."""
     notes: list[str | None] = []
     if bank:
-        bank_dir = Path(bank)
-        notes += bank_warnings(bank_dir, target_key) if bank_dir.is_dir() else []
+        bank_dir = bank_location(bank)
+        notes += bank_warnings(bank_dir, target_key) if is_url(bank_dir) or bank_dir.is_dir() else []
     else:
         folder, note = resolve(repo_models_dir(), target_key, "bank")
         bank_dir = folder / "bank"

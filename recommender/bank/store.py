@@ -77,17 +77,19 @@ def read_records(folder: Path) -> tuple[list, list[BankRecord]]:
     """(workload JSON values, records) of a bank model folder, validated for shape."""
     workloads = read_json_lines(_db_file(folder, WORKLOAD_FILE))
     raw = read_json_lines(_db_file(folder, RECORD_FILE))
-    records = []
-    for n, r in enumerate(raw, 1):
-        try:
-            wi, body = int(r[0]), r[1]
-            trace, run_secs, target, args_info = body[0], body[1], body[2], body[3]
-            if not (0 <= wi < len(workloads)) or not isinstance(trace, list) or len(trace) != 2:
-                raise ValueError("bad workload index or trace")
-            records.append(BankRecord(wi, trace, [float(x) for x in (run_secs or [])], target, args_info))
-        except (TypeError, ValueError, IndexError, KeyError) as err:
-            raise BankError(f"corrupt record {n} in {folder}: {err}") from err
-    return workloads, records
+    return workloads, [parse_record(r, n, len(workloads), folder) for n, r in enumerate(raw, 1)]
+
+
+def parse_record(value: object, n: int, workloads: int, where: object) -> BankRecord:
+    """Record line `n` (from 1) of a model whose workload file has `workloads` lines, validated for shape."""
+    try:
+        wi, body = int(value[0]), value[1]
+        trace, run_secs, target, args_info = body[0], body[1], body[2], body[3]
+        if not (0 <= wi < workloads) or not isinstance(trace, list) or len(trace) != 2:
+            raise ValueError("bad workload index or trace")
+        return BankRecord(wi, trace, [float(x) for x in (run_secs or [])], target, args_info)
+    except (TypeError, ValueError, IndexError, KeyError) as err:
+        raise BankError(f"corrupt record {n} in {where}: {err}") from err
 
 
 def count_records(folder: Path) -> int:
@@ -140,10 +142,13 @@ def write_meta(folder: Path, meta: dict) -> None:
     atomic_write_json(str(folder / META_FILE), meta)
 
 
-def wait_while_paused(bank_dir: Path, log) -> None:
+def wait_while_paused(bank_dir: Path | str, log) -> None:
     """Between kernels, wait while `<bank>/PAUSE` exists (lets a benchmark or a test run have the machine
-    to itself); the bank tuner, replay and the transfer matrix all honour it."""
-    pause = bank_dir / "PAUSE"
+    to itself); the bank tuner, replay and the transfer matrix all honour it. A bank at a URL is shared by
+    machines, so it holds none: nothing waits on it."""
+    if "://" in str(bank_dir):
+        return
+    pause = Path(bank_dir) / "PAUSE"
     if pause.exists():
         log(f"paused: {pause} exists; remove it to continue")
         while pause.exists():

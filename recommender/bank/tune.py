@@ -13,6 +13,7 @@ from ..frontend.model_import import import_model
 from ..measure import MeasureSettings, Measurer
 from ..measure.host_lock import exclusive
 from ..target.spec import TargetSpec
+from .index import refresh_after_add
 from .store import META_FILE, locked, pack, read_meta, unpack, wait_while_paused, write_meta
 
 
@@ -138,4 +139,5 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
             write_meta(folder, meta)
         log(f"{model.name}: {len(todo)} kernels tuned, "
             f"{sum(meta['kernels'][k.name]['trials'] for k in todo)} trials in the bank")
-        return meta
+    refresh_after_add(bank_dir, log=log)  # every add to a bank leaves its index fresh
+    return meta

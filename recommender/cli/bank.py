@@ -1,4 +1,4 @@
-"""`schedrec bank tune | import | add-run | info`: the bank of tuning records."""
+"""`schedrec bank tune | import | add-run | info | index`: the bank of tuning records."""
 from __future__ import annotations
 
 import argparse
@@ -80,6 +80,18 @@ def cmd_bank_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bank_index(args: argparse.Namespace) -> int:
+    """Make or refresh the bank's index (<bank>/.index/), which lets a transfer read only the donors it needs."""
+    from ..bank.index import index_bank
+    from ..bank.location import bank_location
+    from ..target.spec import parse_target
+    bank = bank_location(args.bank) if args.bank else own_folder(args, parse_target(args.target).key)
+    index = index_bank(bank, rebuild=args.rebuild)
+    print(f"{bank}: {len(index.models)} models ({len(index.reread)} read now), {len(index.classes)} classes, "
+          f"{sum(c['groups'] for c in index.classes.values())} record groups indexed")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bank", help="tune, import and inspect the bank of tuning records",
                        description="The bank: per target, MetaSchedule tuning records of the models tuned there.")
@@ -123,3 +135,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.target(bn)
     options.bank(bn)
     bn.set_defaults(func=cmd_bank_info)
+
+    bx = bsub.add_parser("index", help=cmd_bank_index.__doc__, description=cmd_bank_index.__doc__)
+    options.target(bx)
+    options.bank(bx)
+    bx.add_argument("--rebuild", action="store_true",
+                    help="read every model folder again instead of only those changed since the index was written")
+    bx.set_defaults(func=cmd_bank_index)

@@ -168,7 +168,10 @@ def fallback(sp: argparse.ArgumentParser) -> None:
 
 
 def bank(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--bank", metavar="DIR", help="bank folder (default: models/<target-key>/bank)")
+    sp.add_argument("--bank", metavar="PATH_OR_URL",
+                    help="bank folder, or a URL: file://PATH, or with fsspec (schedrec[cluster]) memory://, s3://, ... "
+                         "(transfer, replay and compare read a bank at a URL through its index; commands that write "
+                         "a bank or read all of it need a folder) (default: models/<target-key>/bank)")
 
 
 def recommender(sp: argparse.ArgumentParser) -> None:

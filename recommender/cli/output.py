@@ -38,6 +38,11 @@ def donor_folders(args: object, target_key: str, with_recommender: bool = True) 
 
 
 def own_folder(args: object, target_key: str, kind: str = "bank") -> Path:
-    """--bank, else this target's own folder of `kind` (where tuning writes, and what matrix/info read)."""
+    """--bank, else this target's own folder of `kind` (where tuning writes, and what matrix/info read): a
+    local folder (a path or file://), since these commands write a bank or read all of it."""
+    from ..bank.location import local_bank
     from ..target.folders import repo_models_dir
-    return Path(args.bank) if getattr(args, "bank", None) else repo_models_dir() / target_key / kind
+    if getattr(args, "bank", None):
+        return local_bank(args.bank, f"schedrec {getattr(args, 'command', '')} {getattr(args, 'bank_command', '')}"
+                          .strip().replace("  ", " "))
+    return repo_models_dir() / target_key / kind

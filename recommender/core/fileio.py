@@ -69,7 +69,10 @@ def atomic_write_json(path: str, obj: object) -> None:
 
 
 def display_path(path: str | os.PathLike) -> str:
-    """A path as written into shipped reports: relative to the repository when inside it, else absolute."""
+    """A path as written into shipped reports: relative to the repository when inside it, else absolute; a
+    URL (a bank in an object store) as it is."""
+    if "://" in str(path):
+        return str(path)
     p = Path(path).resolve()
     root = Path(__file__).resolve().parents[2]
     return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)

@@ -1,7 +1,9 @@
 """Candidates for a kernel: bank schedules of kernels of the same class, replayed onto it.
 
-The bank index reads every bank model once (plain JSON, plus one TIR module per workload) and groups the
-valid records by kernel class. For a target kernel, the candidates are the best `top_n` records of each
+`BankIndex` groups the bank's valid records by kernel class: through the bank's index file where it has one
+(`recommender/bank/index.py`: a lookup reads only its classes' index shards, up to the cap, and a donor's trace
+and TIR module are read when it is replayed), else by reading every bank model once (plain JSON, plus one TIR
+module per workload), as before the index existed. Both give the same sources in the same order. For a target kernel, the candidates are the best `top_n` records of each
 source kernel of its class (top_n=1 is the original transfer-tuning), optionally leaving out whole source
 models (leave-one-model-out), capped and spread across source models; replaying them drops duplicates.
 Where a class has no donor, sources of the same anchor op with another epilogue (equal anchor key) can be
@@ -11,17 +13,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from featurize.tir_structure import anchor_key, class_key
 
+from ..bank.groups import record_groups
+from ..bank.index import IndexedBank, has_index
+from ..bank.location import bank_files, bank_location
 from ..bank.store import bank_models, read_meta, read_records
-from ..core.errors import BankError
 # CLASS, ANCHOR: how a source matches the target kernel (also imported from here)
 from ..core.rows import ANCHOR, CLASS, OK
 from ..frontend.kernels import Kernel
-from ..measure.args import kernel_args
 from ..target.folders import other_cpu_note
 from .replay import ReplayFailure, Replayed, replay_anchor_trace, replay_isolated_many, replay_trace
 
@@ -38,6 +43,15 @@ class SourceSchedule:
     source_mod: object  # the source kernel's TIR module (for block renaming)
     class_key: str = ""
     match: str = CLASS  # set per query: CLASS, or ANCHOR for an anchor-only donor
+    # an indexed source's (trace_json, source_mod), read on first use; None: they are set
+    load: Callable[[], tuple[list, object]] | None = field(default=None, compare=False, repr=False)
+
+    def loaded(self) -> "SourceSchedule":
+        """This source with its trace and TIR module (an indexed source reads them from its model's files)."""
+        if self.load is None:
+            return self
+        trace, mod = self.load()
+        return replace(self, trace_json=trace, source_mod=mod, load=None)
 
 
 @dataclass
@@ -65,43 +79,59 @@ class Candidate:
 
 
 class BankIndex:
-    """Valid bank records grouped by kernel class."""
+    """Valid bank records grouped by kernel class.
 
-    def __init__(self, bank_dir: Path) -> None:
-        from tvm.s_tir import meta_schedule as ms
-        self.by_class: dict[str, list[SourceSchedule]] = defaultdict(list)
-        self.by_anchor: dict[str, list[SourceSchedule]] = defaultdict(list)
-        self.kernels: dict[str, list[BankKernel]] = {}  # by model
+    `use_index`: None reads the bank's index where it has one (a URL bank always: its index is built if
+    missing), True builds the index if missing, False reads every model as before the index. A stale index is
+    refreshed first (`bank.index`). `kernels` (every kernel with its loaded records: the matrix's needs) reads the
+    whole bank either way."""
+
+    _indexed: IndexedBank | None = None
+    _kernels: dict | None = None
+
+    def __init__(self, bank_dir: Path | str, use_index: bool | None = None) -> None:
+        where = bank_location(bank_dir)
         self.models: list[str] = []
         self.target_keys: dict[str, str] = {}
-        for folder in bank_models(bank_dir):
+        if use_index is None:
+            use_index = not isinstance(where, Path) or has_index(bank_files(where))
+        if use_index:
+            self._indexed = IndexedBank(bank_files(where))
+            for m in self._indexed.models.values():
+                self.models.append(m["model"])
+                self.target_keys[m["model"]] = m["target_key"]
+        else:
+            self._scan([*bank_models(where)])
+
+    def _scan(self, folders: list[Path]) -> None:
+        """Read every model folder: its records, fastest first per kernel, grouped by class and anchor."""
+        self.by_class: dict[str, list[SourceSchedule]] = defaultdict(list)
+        self.by_anchor: dict[str, list[SourceSchedule]] = defaultdict(list)
+        self._kernels = {}  # by model
+        self.models, self.target_keys = [], {}
+        for folder in folders:
             meta = read_meta(folder)
             workloads, records = read_records(folder)
             model = meta["model"]
             self.models.append(model)
             self.target_keys[model] = meta["target_key"]
-            entries = meta.get("kernels", {})
-            names = {(k["class_key"], json.dumps(k["args"])): name for name, k in entries.items()}
-            best: dict[int, list] = defaultdict(list)
-            for r in records:
-                if r.ok:
-                    best[r.workload_index].append(r)
-            self.kernels[model] = []
-            for wi, recs in sorted(best.items()):
-                try:
-                    mod = ms.database.Workload.from_json(workloads[wi]).mod
-                except Exception as err:
-                    raise BankError(f"{folder}: workload {wi} is not a valid MetaSchedule workload: "
-                                    f"{str(err).strip().splitlines()[-1] if str(err).strip() else err}") from err
-                key = class_key(mod)
-                args = json.dumps([{"shape": list(s), "dtype": d} for s, d in kernel_args(mod)])
-                name = names.get((key, args), f"workload_{wi}")
-                sources = [SourceSchedule(model, name, rank, r.latency, r.trace_json, mod, key)
-                           for rank, r in enumerate(sorted(recs, key=lambda r: r.latency))]
-                self.kernels[model].append(BankKernel(model, name, mod, key,
-                                                      int(entries.get(name, {}).get("weight", 1)), sources))
-                self.by_class[key].extend(sources)
-                self.by_anchor[anchor_key(key)].extend(sources)
+            self._kernels[model] = []
+            for g, mod in record_groups(folder, meta, workloads, records):
+                sources = [SourceSchedule(model, g.kernel, rank, latency, records[i].trace_json, mod, g.class_key)
+                           for rank, (i, latency) in enumerate(zip(g.records, g.latencies))]
+                self._kernels[model].append(BankKernel(model, g.kernel, mod, g.class_key, g.weight, sources))
+                self.by_class[g.class_key].extend(sources)
+                self.by_anchor[anchor_key(g.class_key)].extend(sources)
+
+    @property
+    def kernels(self) -> dict[str, list[BankKernel]]:
+        """Every bank kernel with its records, by model (an indexed bank reads all of them on first use)."""
+        if self._kernels is None:
+            ix = self._indexed
+            whole = BankIndex.__new__(BankIndex)
+            whole._scan([ix.files.local_folder(f) for f in ix.models])
+            self._kernels = whole._kernels
+        return self._kernels
 
     def warnings(self, target_key: str) -> list[str]:
         """At most one line: which bank models were measured on another target than `target_key`."""
@@ -112,14 +142,32 @@ class BankIndex:
         """The best `top_n` records of every same-class source kernel outside `exclude_models`, in a
         round-robin over source models (so a cap keeps every model represented), best ranks first.
         With match=ANCHOR: the sources of the same anchor key but another class (other epilogue)."""
+        return self._sources(kernel, top_n, exclude_models, cap, match, cap or None)
+
+    def _sources(self, kernel: Kernel, top_n: int, exclude_models: tuple[str, ...], cap: int | None, match: str,
+                 model_limit: int | None) -> list[SourceSchedule]:
+        """`sources_for`; an indexed bank reads the donors of the first `model_limit` donor models only (enough
+        for a round-robin capped at that many)."""
+        if match not in (CLASS, ANCHOR):
+            raise ValueError(f"unknown match {match!r}")
+        if self._indexed is not None:
+            return _round_robin(self._indexed_pool(kernel, top_n, tuple(exclude_models), match, model_limit), cap)
         if match == CLASS:
             found = self.by_class.get(kernel.class_key, [])
-        elif match == ANCHOR:
-            found = [s for s in self.by_anchor.get(anchor_key(kernel.class_key), []) if s.class_key != kernel.class_key]
         else:
-            raise ValueError(f"unknown match {match!r}")
+            found = [s for s in self.by_anchor.get(anchor_key(kernel.class_key), []) if s.class_key != kernel.class_key]
         pool = [replace(s, match=match) for s in found if s.rank < top_n and s.model not in exclude_models]
         return _round_robin(pool, cap)
+
+    def _indexed_pool(self, kernel: Kernel, top_n: int, exclude: tuple[str, ...], match: str,
+                      model_limit: int | None) -> list[SourceSchedule]:
+        ix = self._indexed
+        keys = [kernel.class_key] if match == CLASS else \
+            [c for c in ix.classes_of_anchor(anchor_key(kernel.class_key)) if c != kernel.class_key]
+        return [SourceSchedule(g.model, g.group.kernel, rank, latency, None, None, g.group.class_key, match,
+                               load=partial(ix.donor, g.folder, g.group.workload, i))
+                for g in ix.groups(keys, exclude, model_limit)
+                for rank, (i, latency) in enumerate(zip(g.group.records[:max(top_n, 0)], g.group.latencies))]
 
     def pool_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
                  cap: int | None = None, min_class_models: int = 2) -> list[SourceSchedule]:
@@ -127,10 +175,11 @@ class BankIndex:
         epilogue) when the class sources come from fewer than `min_class_models` models, since one model's
         schedules of a shape can all be poor ones (ResNet-18's residual 3x3 convs had only RegNet's, 3-5x
         slower than its own). Round-robin over models, class models first, so that a cap keeps each one."""
-        same = self.sources_for(kernel, top_n, exclude_models, match=CLASS)
+        limit = max(cap, min_class_models) if cap else None  # the first `cap` models decide a capped pool
+        same = self._sources(kernel, top_n, exclude_models, None, CLASS, limit)
         if len({s.model for s in same}) >= min_class_models:
             return same[:cap] if cap else same
-        return _round_robin(same, cap, then=self.sources_for(kernel, top_n, exclude_models, match=ANCHOR))
+        return _round_robin(same, cap, then=self._sources(kernel, top_n, exclude_models, None, ANCHOR, cap or None))
 
 
 def _round_robin(pool: list[SourceSchedule], cap: int | None,
@@ -156,6 +205,7 @@ def replay_candidates(kernel: Kernel, sources: list[SourceSchedule], target: obj
     """Replay each source onto the kernel; identical replayed traces are kept once (the first source).
     With `isolated` (a Measurer), each replay runs in its build worker: one that crashes TVM or hangs
     becomes a failed candidate (replay_crash, replay_timeout) and the next goes on in a fresh worker."""
+    sources = [s.loaded() for s in sources]
     if isolated is not None:  # in the build workers, in parallel
         replays = replay_isolated_many(isolated, [(s.trace_json, s.source_mod, s.match == ANCHOR) for s in sources],
                                        kernel.mod)
