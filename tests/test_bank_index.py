@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.bank.index import MODELS_FILE, IndexedBank, shard_name
+from recommender.bank.index import MODELS_FILE, IndexedBank, order_name, shard_name
 from recommender.bank.location import bank_files
 from recommender.transfer.candidates import BankIndex
 
@@ -88,7 +88,8 @@ def test_the_index_gives_the_same_sources_as_reading_every_model(bank: Path) -> 
     opened = BankIndex(bank)
     assert [s.model for s in opened.sources_for(shared, cap=2)] == [s.model for s in scan.sources_for(shared)][:2]
     assert len({g.model for g in opened._indexed.groups([shared.class_key], (), model_limit=2)}) == 2
-    assert opened._indexed._lines == {}
+    assert len(opened._indexed.ordered(shared.class_key, (), top_n=3, limit=5)) == 5
+    assert opened._indexed._read_cache == {}
     # a donor's trace and TIR module are read when it is replayed, and are the full read's
     k = next(k for k in kernels_of(scan) if len(scan.pool_for(k, top_n=3, cap=48)) > 3)
     lazy = BankIndex(bank).pool_for(k, top_n=3, cap=48)
@@ -140,10 +141,12 @@ def test_a_damaged_index_is_rebuilt_and_no_record_is_lost(bank: Path, capsys) ->
     assert assert_same_pools(scan, BankIndex(bank)) > 500
     assert "damaged bank index" in capsys.readouterr().err
     some = next(k for k in kernels_of(scan) if scan.pool_for(k))
-    shard = bank / shard_name(some.class_key)
-    shard.write_bytes(shard.read_bytes()[:40])  # a truncated shard: found when a lookup reads it
-    assert assert_same_pools(scan, BankIndex(bank)) > 500
-    assert "rebuilding" in capsys.readouterr().err
+    for name in (order_name(some.class_key), shard_name(some.class_key)):  # truncated: found when a lookup reads it
+        intact = IndexedBank(bank_files(bank)).groups([some.class_key])
+        (bank / name).write_bytes((bank / name).read_bytes()[:40])
+        assert IndexedBank(bank_files(bank)).groups([some.class_key]) == intact
+        assert assert_same_pools(scan, BankIndex(bank)) > 500
+        assert "rebuilding" in capsys.readouterr().err
     assert folder_hashes(bank) == before  # the model folders were only read
     # an index that names records its model no longer has says so in one line, naming the fix
     ix = BankIndex(bank)

@@ -3,15 +3,17 @@
 Layout, beside the model folders (a dot folder, so no model name can collide with it):
 - `.index/models.json`: the format, per model folder its model name, target key, the stamp of its bank files
   when it was indexed (`location.BankFiles.model_stamps`) and its classes; per class key its anchor key, its
-  shard and its group count. Written last, so it names only shards that were written before it.
-- `.index/classes/<sha1 of the class key>.jsonl.gz`: one shard per kernel class, a line per record group
-  (model, folder, workload, kernel, weight, FLOPs, arguments, the group's valid records fastest first and
-  their latencies), sorted by (model, folder, workload).
+  two files and its group count. Written last, so it names only files that were written before it.
+- `.index/classes/<sha1 of the class key>.jsonl.gz`: a line per record group of the class (model, folder,
+  workload, kernel, weight, FLOPs, arguments, the group's valid records fastest first and their latencies),
+  sorted by (model, folder, workload): what the anchor fallback and a refresh read.
+- `.index/classes/<sha1>.order.jsonl.gz`: a line per valid record of the class, in the order of the pool's
+  round-robin over donor models (`class_files`).
 
-Why one shard per class sorted by model: a pool takes the donors of its class (and anchor) round-robin over
-donor models in name order and stops at the cap, so a lookup reads the shards of its classes only up to the
-cap-th donor model, and its cost does not grow with the bank. The records themselves are read only for the
-donors a transfer replays (`IndexedBank.donor`).
+Why: a pool takes its class's donors round-robin over donor models and stops at the cap, so a lookup reads the
+head of its class's order file (the cap's sources; anchors: the first cap donor models of the group files) and
+its cost does not grow with the bank. The records are read only for the donors a transfer replays
+(`IndexedBank.donor`).
 
 A stale index (a model folder added, removed or rewritten since: its stamp differs) is refreshed, re-reading
 only the changed models; a damaged one is rebuilt from the model folders. The index is derived data: losing
@@ -72,7 +74,45 @@ class IndexedGroup:
 
 
 def shard_name(class_key: str) -> str:
+    """The class's groups, by (model, folder, workload)."""
     return f"{INDEX_DIR}/classes/{hashlib.sha1(class_key.encode()).hexdigest()[:20]}.jsonl.gz"
+
+
+def order_name(class_key: str) -> str:
+    """The class's sources in round-robin order (`class_files`)."""
+    return shard_name(class_key).replace(".jsonl.gz", ".order.jsonl.gz")
+
+
+@dataclass(frozen=True)
+class IndexedSource:
+    """One valid record of a class, as a line of its order file: `[model, folder, workload, kernel, rank,
+    latency_s, record]`."""
+
+    model: str
+    folder: str
+    workload: int
+    kernel: str
+    rank: int
+    latency_s: float
+    record: int
+
+
+def class_files(class_key: str, groups: list[IndexedGroup]) -> dict[str, bytes]:
+    """The two files of a class: its groups by (model, folder, workload), and its sources in the order of a
+    round-robin over donor models: each model's sources sorted by (rank, latency) as `BankIndex` sorts them
+    (ties by folder and workload), then by (place in its model's list, model). Leaving out models or ranks
+    >= top_n drops entries without reordering the rest, so a capped class pool is a prefix of this file."""
+    rows = sorted(groups, key=lambda g: g.order)
+    per_model: dict[str, list[tuple]] = {}
+    for g in rows:
+        for rank, (record, latency) in enumerate(zip(g.group.records, g.group.latencies)):
+            per_model.setdefault(g.model, []).append((rank, latency, g.folder, g.group.workload, g.group.kernel, record))
+    order = sorted((pos, model, s) for model, sources in per_model.items()
+                   for pos, s in enumerate(sorted(sources, key=lambda s: s[:4])))
+    pack = lambda lines: gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in lines), mtime=0)  # noqa: E731
+    return {shard_name(class_key): pack(g.to_json() for g in rows),
+            order_name(class_key): pack([model, folder, wi, kernel, rank, latency, record]
+                                        for _, model, (rank, latency, folder, wi, kernel, record) in order)}
 
 
 def has_index(files: BankFiles) -> bool:
@@ -90,9 +130,9 @@ class IndexedBank:
         self.files = files
         self.log = log
         self.models: dict[str, dict] = {}  # folder -> {"model", "target_key", "stamp", "classes"}
-        self.classes: dict[str, dict] = {}  # class key -> {"anchor", "shard", "groups"}
+        self.classes: dict[str, dict] = {}  # class key -> {"anchor", "shard", "order", "groups"}
         self._unsaved: dict[str, bytes] = {}  # shards refreshed but not writable (a read-only bank)
-        self._lines: dict[str, tuple[list[bytes], list[bytes]]] = {}  # folder -> (record, workload lines)
+        self._read_cache: dict[str, tuple[list[bytes], list[bytes]]] = {}  # folder -> (record, workload lines)
         self._mods: dict[tuple[str, int], object] = {}
         self.reread = self.refresh()  # the model folders (re)indexed on opening
 
@@ -109,9 +149,11 @@ class IndexedBank:
             for m in models.values():
                 m["model"], m["target_key"], m["stamp"], m["classes"]  # noqa: B018 (the keys must be there)
             for c in classes.values():
-                c["anchor"], c["shard"]  # noqa: B018
+                c["anchor"], c["shard"], c["order"]  # noqa: B018
             return models, classes
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
+        except KeyError as err:
+            raise IndexDamaged(f"damaged bank index {self.files}/{MODELS_FILE}: no {err} entry") from err
+        except (ValueError, TypeError, AttributeError) as err:
             raise IndexDamaged(f"damaged bank index {self.files}/{MODELS_FILE}: {err}") from err
 
     def refresh(self, rebuild: bool = False) -> list[str]:
@@ -156,20 +198,21 @@ class IndexedBank:
                 new_groups.setdefault(g.group.class_key, []).append(g)
             self.models[folder] = {"model": meta["model"], "target_key": meta["target_key"], "stamp": stamps[folder],
                                    "classes": sorted({g.group.class_key for g in groups})}
-            self._lines.pop(folder, None)
+            self._read_cache.pop(folder, None)
         affected |= set(new_groups)
         shards: dict[str, bytes] = {}
         dropped: list[str] = []
         for c in sorted(affected):
             kept = [] if fresh or c not in self.classes else \
                 [g for g in self._read_shard(c) if g.folder not in gone]
-            rows = sorted(kept + new_groups.get(c, []), key=lambda g: g.order)
+            rows = kept + new_groups.get(c, [])
             if rows:
-                shards[c] = gzip.compress(b"".join(json.dumps(g.to_json()).encode() + b"\n" for g in rows),
-                                          mtime=0)
-                self.classes[c] = {"anchor": anchor_key(c), "shard": shard_name(c), "groups": len(rows)}
+                shards.update(class_files(c, rows))
+                self.classes[c] = {"anchor": anchor_key(c), "shard": shard_name(c), "order": order_name(c),
+                                   "groups": len(rows)}
             elif c in self.classes:
-                dropped.append(self.classes.pop(c)["shard"])
+                info = self.classes.pop(c)
+                dropped += [info["shard"], info["order"]]
         if self._save(shards):
             for name in dropped:  # after models.json stopped naming them
                 self.files.remove(name)
@@ -179,34 +222,69 @@ class IndexedBank:
         models = json.dumps({"format": FORMAT, "models": dict(sorted(self.models.items())),
                              "classes": dict(sorted(self.classes.items()))}, indent=1).encode() + b"\n"
         try:
-            for c, data in shards.items():
-                self.files.write(self.classes[c]["shard"], data)
+            for name, data in shards.items():
+                self.files.write(name, data)
             self.files.write(MODELS_FILE, models)
             return True
         except SchedrecError as err:
             self.log(f"could not save the refreshed bank index ({err}); using it for this run only")
-            self._unsaved.update({self.classes[c]["shard"]: data for c, data in shards.items()})
+            self._unsaved.update(shards)
             return False
 
     # -- lookups ----------------------------------------------------------------------------------
-    def _shard_bytes(self, name: str) -> bytes:
-        return self._unsaved[name] if name in self._unsaved else self.files.read(name)
+    def _file_lines(self, name: str) -> Iterator[bytes]:
+        """The lines of an index file, decompressed as far as the caller iterates; IndexDamaged if unreadable."""
+        try:
+            raw = io.BytesIO(self._unsaved[name]) if name in self._unsaved else self.files.open(name)
+            with raw, gzip.GzipFile(fileobj=raw) as f:
+                yield from f
+        except BankError as err:
+            raise IndexDamaged(f"damaged bank index file {self.files}/{name}: {err}") from err
+        except (OSError, EOFError, zlib.error) as err:
+            raise IndexDamaged(f"damaged bank index file {self.files}/{name}: {err}") from err
 
     def _read_shard(self, class_key: str) -> Iterator[IndexedGroup]:
         """The class's groups in (model, folder, workload) order, read as far as the caller iterates."""
         name = self.classes[class_key]["shard"]
+        for line in self._file_lines(name):
+            try:
+                g = IndexedGroup.from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError) as err:
+                raise IndexDamaged(f"damaged bank index file {self.files}/{name}: {err}") from err
+            if g.group.class_key != class_key:
+                raise IndexDamaged(f"damaged bank index file {self.files}/{name}: a group of another class")
+            yield g
+
+    def ordered(self, class_key: str, exclude: tuple[str, ...] = (), top_n: int = 1,
+                limit: int | None = None) -> list[IndexedSource]:
+        """The first `limit` (all: None) sources of the class's round-robin over donor models outside `exclude`,
+        ranks below `top_n` only: read from the head of its order file, so the cost follows `limit`, not the
+        bank's size. A damaged file: the index is rebuilt and read again."""
         try:
-            data = self._shard_bytes(name)
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-                for line in f:
-                    g = IndexedGroup.from_json(json.loads(line))
-                    if g.group.class_key != class_key:
-                        raise ValueError(f"a group of class {g.group.class_key} in the shard of {class_key}")
-                    yield g
-        except BankError as err:
-            raise IndexDamaged(f"damaged bank index shard {self.files}/{name}: {err}") from err
-        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as err:
-            raise IndexDamaged(f"damaged bank index shard {self.files}/{name}: {err}") from err
+            return self._ordered(class_key, exclude, top_n, limit)
+        except IndexDamaged as err:
+            self.log(f"{err}; rebuilding the index from the model folders")
+            self.refresh(rebuild=True)
+            return self._ordered(class_key, exclude, top_n, limit)
+
+    def _ordered(self, class_key: str, exclude: tuple[str, ...], top_n: int, limit: int | None) -> list[IndexedSource]:
+        if class_key not in self.classes or top_n < 1 or limit == 0:
+            return []
+        name, out = self.classes[class_key]["order"], []
+        lines = self._file_lines(name)
+        try:
+            for line in lines:
+                try:
+                    s = IndexedSource(*json.loads(line))
+                except (ValueError, TypeError) as err:
+                    raise IndexDamaged(f"damaged bank index file {self.files}/{name}: {err}") from err
+                if s.rank < top_n and s.model not in exclude:
+                    out.append(s)
+                    if limit is not None and len(out) >= limit:
+                        break
+        finally:
+            lines.close()
+        return out
 
     def groups(self, class_keys: list[str], exclude: tuple[str, ...] = (),
                model_limit: int | None = None) -> list[IndexedGroup]:
@@ -244,7 +322,7 @@ class IndexedBank:
     # -- the records of a donor -------------------------------------------------------------------
     def _model_lines(self, folder: str) -> tuple[list[bytes], list[bytes]]:
         """(record lines, workload lines) of a model folder, non-blank, read once per process."""
-        if folder not in self._lines:
+        if folder not in self._read_cache:
             def lines(name: str) -> list[bytes]:
                 rel = f"{folder}/{name}.gz" if self.files.exists(f"{folder}/{name}.gz") else f"{folder}/{name}"
                 data = self.files.read(rel)
@@ -253,8 +331,8 @@ class IndexedBank:
                 except (OSError, EOFError, zlib.error) as err:
                     raise BankError(f"corrupt or truncated bank file {self.files}/{rel}: {err}") from err
                 return [line for line in text.splitlines() if line.strip()]
-            self._lines[folder] = (lines(RECORD_FILE), lines(WORKLOAD_FILE))
-        return self._lines[folder]
+            self._read_cache[folder] = (lines(RECORD_FILE), lines(WORKLOAD_FILE))
+        return self._read_cache[folder]
 
     def donor(self, folder: str, workload: int, record: int) -> tuple[list, object]:
         """(trace JSON, the source kernel's TIR module) of one indexed record, read from its model's files."""

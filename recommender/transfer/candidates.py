@@ -145,13 +145,13 @@ class BankIndex:
         return self._sources(kernel, top_n, exclude_models, cap, match, cap or None)
 
     def _sources(self, kernel: Kernel, top_n: int, exclude_models: tuple[str, ...], cap: int | None, match: str,
-                 model_limit: int | None) -> list[SourceSchedule]:
-        """`sources_for`; an indexed bank reads the donors of the first `model_limit` donor models only (enough
-        for a round-robin capped at that many)."""
+                 limit: int | None) -> list[SourceSchedule]:
+        """`sources_for`; an indexed bank reads only as far as the first `limit` sources of the round-robin
+        (all: None): the head of the class's order file, or the anchor classes' groups of `limit` donor models."""
         if match not in (CLASS, ANCHOR):
             raise ValueError(f"unknown match {match!r}")
         if self._indexed is not None:
-            return _round_robin(self._indexed_pool(kernel, top_n, tuple(exclude_models), match, model_limit), cap)
+            return _round_robin(self._indexed_pool(kernel, top_n, tuple(exclude_models), match, limit), cap)
         if match == CLASS:
             found = self.by_class.get(kernel.class_key, [])
         else:
@@ -160,13 +160,16 @@ class BankIndex:
         return _round_robin(pool, cap)
 
     def _indexed_pool(self, kernel: Kernel, top_n: int, exclude: tuple[str, ...], match: str,
-                      model_limit: int | None) -> list[SourceSchedule]:
+                      limit: int | None) -> list[SourceSchedule]:
         ix = self._indexed
-        keys = [kernel.class_key] if match == CLASS else \
-            [c for c in ix.classes_of_anchor(anchor_key(kernel.class_key)) if c != kernel.class_key]
+        if match == CLASS:
+            return [SourceSchedule(s.model, s.kernel, s.rank, s.latency_s, None, None, kernel.class_key, match,
+                                   load=partial(ix.donor, s.folder, s.workload, s.record))
+                    for s in ix.ordered(kernel.class_key, exclude, top_n, limit)]
+        keys = [c for c in ix.classes_of_anchor(anchor_key(kernel.class_key)) if c != kernel.class_key]
         return [SourceSchedule(g.model, g.group.kernel, rank, latency, None, None, g.group.class_key, match,
                                load=partial(ix.donor, g.folder, g.group.workload, i))
-                for g in ix.groups(keys, exclude, model_limit)
+                for g in ix.groups(keys, exclude, limit)
                 for rank, (i, latency) in enumerate(zip(g.group.records[:max(top_n, 0)], g.group.latencies))]
 
     def pool_for(self, kernel: Kernel, top_n: int = 1, exclude_models: tuple[str, ...] = (),
@@ -175,7 +178,10 @@ class BankIndex:
         epilogue) when the class sources come from fewer than `min_class_models` models, since one model's
         schedules of a shape can all be poor ones (ResNet-18's residual 3x3 convs had only RegNet's, 3-5x
         slower than its own). Round-robin over models, class models first, so that a cap keeps each one."""
-        limit = max(cap, min_class_models) if cap else None  # the first `cap` models decide a capped pool
+        # a capped pool holds the class round-robin's first `cap` sources at most (in their order, anchors or
+        # not), and its first round has one per model: the first `min_class_models` tell whether that many
+        # models have the class
+        limit = max(cap, min_class_models) if cap else None
         same = self._sources(kernel, top_n, exclude_models, None, CLASS, limit)
         if len({s.model for s in same}) >= min_class_models:
             return same[:cap] if cap else same
