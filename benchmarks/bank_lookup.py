@@ -76,7 +76,7 @@ def grow(bank: Path, base: list[Path], copies: range) -> None:
 
 def synthesize_index(bank: Path, base_index: dict, base_shards: dict[str, list[dict]]) -> None:
     """The index of the grown bank: the base index's groups under every copy's name, stamps from the folders."""
-    from recommender.bank.index import FORMAT, MODELS_FILE, IndexedGroup, class_files
+    from recommender.bank.index import FORMAT, MODELS_FILE, IndexedGroup, class_bound, class_files
     from recommender.bank.location import bank_files
     stamps = bank_files(bank).model_stamps()
     base_models = base_index["models"]
@@ -92,7 +92,7 @@ def synthesize_index(bank: Path, base_index: dict, base_shards: dict[str, list[d
                   for g in base_shards[c] for f in copies[g["folder"]]]
         for name, data in class_files(c, groups).items():
             (bank / name).write_bytes(data)
-        info["groups"] = len(groups)
+        info.update(groups=len(groups), most_groups=class_bound(groups))
     (bank / MODELS_FILE).write_text(json.dumps({"format": FORMAT, "models": models,
                                                 "classes": base_index["classes"]}, indent=1) + "\n")
 

@@ -86,7 +86,7 @@ def order_name(class_key: str) -> str:
 @dataclass(frozen=True)
 class IndexedSource:
     """One valid record of a class, as a line of its order file: `[model, folder, workload, kernel, rank,
-    latency_s, record]`."""
+    latency_s, record, pos]` (`pos`: its place in its model's list of the class's sources)."""
 
     model: str
     folder: str
@@ -95,13 +95,24 @@ class IndexedSource:
     rank: int
     latency_s: float
     record: int
+    pos: int
+
+
+def class_bound(groups: list[IndexedGroup]) -> int:
+    """The most groups one model has in the class: a source of rank < top_n is at a place < top_n x this."""
+    per_model: dict[str, int] = {}
+    for g in groups:
+        per_model[g.model] = per_model.get(g.model, 0) + 1
+    return max(per_model.values(), default=0)
 
 
 def class_files(class_key: str, groups: list[IndexedGroup]) -> dict[str, bytes]:
     """The two files of a class: its groups by (model, folder, workload), and its sources in the order of a
     round-robin over donor models: each model's sources sorted by (rank, latency) as `BankIndex` sorts them
     (ties by folder and workload), then by (place in its model's list, model). Leaving out models or ranks
-    >= top_n drops entries without reordering the rest, so a capped class pool is a prefix of this file."""
+    >= top_n drops entries without reordering the rest, so a capped class pool is a prefix of this file. A
+    model's ranks below top_n sit at places below top_n x its group count, which bounds how far a lookup reads
+    (`class_bound`)."""
     rows = sorted(groups, key=lambda g: g.order)
     per_model: dict[str, list[tuple]] = {}
     for g in rows:
@@ -111,8 +122,8 @@ def class_files(class_key: str, groups: list[IndexedGroup]) -> dict[str, bytes]:
                    for pos, s in enumerate(sorted(sources, key=lambda s: s[:4])))
     pack = lambda lines: gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in lines), mtime=0)  # noqa: E731
     return {shard_name(class_key): pack(g.to_json() for g in rows),
-            order_name(class_key): pack([model, folder, wi, kernel, rank, latency, record]
-                                        for _, model, (rank, latency, folder, wi, kernel, record) in order)}
+            order_name(class_key): pack([model, folder, wi, kernel, rank, latency, record, pos]
+                                        for pos, model, (rank, latency, folder, wi, kernel, record) in order)}
 
 
 def has_index(files: BankFiles) -> bool:
@@ -149,7 +160,7 @@ class IndexedBank:
             for m in models.values():
                 m["model"], m["target_key"], m["stamp"], m["classes"]  # noqa: B018 (the keys must be there)
             for c in classes.values():
-                c["anchor"], c["shard"], c["order"]  # noqa: B018
+                c["anchor"], c["shard"], c["order"], c["most_groups"]  # noqa: B018
             return models, classes
         except KeyError as err:
             raise IndexDamaged(f"damaged bank index {self.files}/{MODELS_FILE}: no {err} entry") from err
@@ -209,7 +220,7 @@ class IndexedBank:
             if rows:
                 shards.update(class_files(c, rows))
                 self.classes[c] = {"anchor": anchor_key(c), "shard": shard_name(c), "order": order_name(c),
-                                   "groups": len(rows)}
+                                   "groups": len(rows), "most_groups": class_bound(rows)}
             elif c in self.classes:
                 info = self.classes.pop(c)
                 dropped += [info["shard"], info["order"]]
@@ -271,6 +282,7 @@ class IndexedBank:
         if class_key not in self.classes or top_n < 1 or limit == 0:
             return []
         name, out = self.classes[class_key]["order"], []
+        end = top_n * self.classes[class_key]["most_groups"]  # no source of rank < top_n lies at or past it
         lines = self._file_lines(name)
         try:
             for line in lines:
@@ -278,6 +290,8 @@ class IndexedBank:
                     s = IndexedSource(*json.loads(line))
                 except (ValueError, TypeError) as err:
                     raise IndexDamaged(f"damaged bank index file {self.files}/{name}: {err}") from err
+                if s.pos >= end:
+                    break
                 if s.rank < top_n and s.model not in exclude:
                     out.append(s)
                     if limit is not None and len(out) >= limit:

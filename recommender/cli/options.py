@@ -169,9 +169,9 @@ def fallback(sp: argparse.ArgumentParser) -> None:
 
 def bank(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--bank", metavar="PATH_OR_URL",
-                    help="bank folder, or a URL: file://PATH, or with fsspec (schedrec[cluster]) memory://, s3://, ... "
-                         "(transfer, replay and compare read a bank at a URL through its index; commands that write "
-                         "a bank or read all of it need a folder) (default: models/<target-key>/bank)")
+                    help="bank folder, or a URL: file://PATH, or through fsspec (schedrec[cluster]) memory://, s3://, "
+                         "...; transfer, replay, compare and bank index take a URL, the commands that add to a bank "
+                         "or read all of it a folder (default: models/<target-key>/bank)")
 
 
 def recommender(sp: argparse.ArgumentParser) -> None:

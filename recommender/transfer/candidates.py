@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -124,13 +125,11 @@ class BankIndex:
                 self.by_anchor[anchor_key(g.class_key)].extend(sources)
 
     @property
-    def kernels(self) -> dict[str, list[BankKernel]]:
-        """Every bank kernel with its records, by model (an indexed bank reads all of them on first use)."""
+    def kernels(self) -> Mapping[str, list[BankKernel]]:
+        """Every bank kernel with its records, by model (an indexed bank reads a model when first asked for it,
+        so a matrix worker reads its target model only)."""
         if self._kernels is None:
-            ix = self._indexed
-            whole = BankIndex.__new__(BankIndex)
-            whole._scan([ix.files.local_folder(f) for f in ix.models])
-            self._kernels = whole._kernels
+            self._kernels = _ModelKernels(self._indexed)
         return self._kernels
 
     def warnings(self, target_key: str) -> list[str]:
@@ -186,6 +185,29 @@ class BankIndex:
         if len({s.model for s in same}) >= min_class_models:
             return same[:cap] if cap else same
         return _round_robin(same, cap, then=self._sources(kernel, top_n, exclude_models, None, ANCHOR, cap or None))
+
+
+class _ModelKernels(Mapping):
+    """An indexed bank's kernels by model, each model's folders read on first access."""
+
+    def __init__(self, index: IndexedBank) -> None:
+        self._index, self._read = index, {}
+        self._folders: dict[str, list[str]] = {}
+        for folder, m in index.models.items():
+            self._folders.setdefault(m["model"], []).append(folder)
+
+    def __getitem__(self, model: str) -> list[BankKernel]:
+        if model not in self._read:
+            whole = BankIndex.__new__(BankIndex)
+            whole._scan([self._index.files.local_folder(f) for f in self._folders[model]])  # KeyError: no model
+            self._read[model] = whole._kernels[model]
+        return self._read[model]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._folders)
+
+    def __len__(self) -> int:
+        return len(self._folders)
 
 
 def _round_robin(pool: list[SourceSchedule], cap: int | None,
