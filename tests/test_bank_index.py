@@ -182,3 +182,32 @@ def test_bank_index_command_and_url_refusals(bank: Path, capsys) -> None:
     assert code == 0 and "(0 read now)" in out
     code = main_printing("bank", "info", "--bank", "memory://nowhere")[0]
     assert_one_line_error(code, capsys.readouterr().err, "needs a local bank folder")
+
+
+@pytest.mark.slow
+def test_replay_from_a_bank_at_a_url_measures_what_the_folder_gives(donor_bank, target, tmp_path):
+    """The same replay (candidates, order, statuses) from the session's tuned bank by path, file:// and memory://
+    (its index made by `bank tune`, then built again at the URL)."""
+    fsspec = pytest.importorskip("fsspec")
+    from recommender.core.row_files import read_rows
+
+    from .conftest import save_pt2
+    assert (donor_bank / MODELS_FILE).exists()  # bank tune left an index
+    new = save_pt2(tmp_path / "new.pt2", 16, 24)
+    fs = fsspec.filesystem("memory")
+    fs.put(str(donor_bank), "/replay_url_bank", recursive=True)
+    fs.rm("/replay_url_bank/.index", recursive=True)
+    seen = {}
+    try:
+        for name, bank in (("path", str(donor_bank)), ("file", f"file://{donor_bank}"),
+                           ("memory", "memory://replay_url_bank")):
+            out = tmp_path / name
+            code, _ = main_printing("replay", "--model", new, "--bank", bank, "--top-n", "2", "--repeat", "2",
+                                    "--rule-space", "0", "--out", str(out))
+            assert code == 0
+            seen[name] = [(r.target_kernel, r.match, r.source_model, r.source_kernel, r.source_rank, r.status)
+                          for r in read_rows(out / "candidates.jsonl.gz")]
+        assert seen["path"] == seen["file"] == seen["memory"] and any(s[2] == "donor" for s in seen["path"])
+        assert fs.exists("/replay_url_bank/.index/models.json")
+    finally:
+        fs.rm("/replay_url_bank", recursive=True)

@@ -131,7 +131,7 @@ def has_index(files: BankFiles) -> bool:
 
 
 def _say(line: str) -> None:
-    print(f"schedrec: {line}", file=sys.stderr)
+    print(f"bank index: {line}", file=sys.stderr)
 
 
 class IndexedBank:
