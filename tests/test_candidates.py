@@ -76,7 +76,7 @@ def test_isolated_replay_matches_in_process_and_a_crash_or_hang_costs_one_candid
     import tvm
     bank, kernels, _ = bank_and_new_model
     k = kernels[0]
-    sources = BankIndex(bank).sources_for(k, top_n=2)
+    sources = [s.loaded() for s in BankIndex(bank).sources_for(k, top_n=2)]  # traces read, to copy below
     here = replay_candidates(k, sources, target.tvm())
     with Measurer(target.config, MeasureSettings(repeat=2, min_repeat_ms=1)) as m:
         isolated = replay_candidates(k, sources, target.tvm(), isolated=m)

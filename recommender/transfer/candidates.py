@@ -48,11 +48,13 @@ class SourceSchedule:
     load: Callable[[], tuple[list, object]] | None = field(default=None, compare=False, repr=False)
 
     def loaded(self) -> "SourceSchedule":
-        """This source with its trace and TIR module (an indexed source reads them from its model's files)."""
+        """This source with its trace and TIR module (an indexed source reads them from its model's files); a
+        trace or module set on it already (`replace(source, trace_json=...)`) is kept."""
         if self.load is None:
             return self
         trace, mod = self.load()
-        return replace(self, trace_json=trace, source_mod=mod, load=None)
+        return replace(self, trace_json=trace if self.trace_json is None else self.trace_json,
+                       source_mod=mod if self.source_mod is None else self.source_mod, load=None)
 
 
 @dataclass
