@@ -15,15 +15,9 @@ from urllib.parse import unquote, urlparse
 
 from ..core.errors import BankError
 from ..core.fileio import replacing
-from .store import META_FILE, RECORD_FILE, WORKLOAD_FILE
+from .store import META_FILE, RECORD_FILE, WORKLOAD_FILE, is_url
 
 BANK_FILES = (META_FILE, WORKLOAD_FILE + ".gz", RECORD_FILE + ".gz", WORKLOAD_FILE, RECORD_FILE)
-
-
-def is_url(bank: str | os.PathLike) -> bool:
-    """True for `<protocol>://...` other than `file://` (those need fsspec)."""
-    text = str(bank)
-    return "://" in text and not text.startswith("file://")
 
 
 def bank_location(text: str | os.PathLike) -> str | Path:

@@ -142,11 +142,17 @@ def write_meta(folder: Path, meta: dict) -> None:
     atomic_write_json(str(folder / META_FILE), meta)
 
 
+def is_url(bank: str | os.PathLike) -> bool:
+    """True for `<protocol>://...` other than `file://` (those need fsspec: `location.py`)."""
+    text = str(bank)
+    return "://" in text and not text.startswith("file://")
+
+
 def wait_while_paused(bank_dir: Path | str, log) -> None:
     """Between kernels, wait while `<bank>/PAUSE` exists (lets a benchmark or a test run have the machine
     to itself); the bank tuner, replay and the transfer matrix all honour it. A bank at a URL is shared by
     machines, so it holds none: nothing waits on it."""
-    if "://" in str(bank_dir):
+    if is_url(bank_dir):
         return
     pause = Path(bank_dir) / "PAUSE"
     if pause.exists():

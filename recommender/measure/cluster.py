@@ -12,6 +12,7 @@ Results come back to the client, which alone writes them (one writer; the folder
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -97,15 +98,11 @@ def connect(address: ClusterAddress) -> Iterator[object]:
             cluster.close()
 
 
-_key: dict[str, str] = {}
-
-
+@functools.cache
 def host_key() -> str:
     """The target key of the host this process runs on (once per process: it asks LLVM)."""
-    if "key" not in _key:
-        from ..target.spec import native_target
-        _key["key"] = native_target().key
-    return _key["key"]
+    from ..target.spec import native_target
+    return native_target().key
 
 
 def check_workers(client: object, key: str) -> dict[str, str]:

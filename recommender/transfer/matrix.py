@@ -52,6 +52,15 @@ def matrix_kernels(index: BankIndex, model: str, rule_space: int) -> list[BankKe
     return [bk for bk in index.kernels[model] if not rule_space or tile_rule_for(bk.class_key)]
 
 
+def model_rows(out_dir: Path, index: BankIndex, donors: "Donors", model: str, pool: MatrixPool,
+               remeasure: tuple[str, ...], log) -> tuple[RowFile, list[BankKernel], dict[str, list[str]]]:
+    """A bank model's matrix rows so far, the kernels the matrix measures of it, and its finished kernels that
+    lack donors the bank gained since they were measured (`Donors.lacking`)."""
+    rows = RowFile(matrix_file(out_dir, model), remeasure, log)
+    kernels = matrix_kernels(index, model, pool.rule_space)
+    return rows, kernels, donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
+
+
 def measure_matrix_kernel(bk: BankKernel, index: BankIndex, measurer: Measurer, tt: object,
                           pool: MatrixPool) -> KernelChoice:
     """One matrix kernel: the other bank models' donors (only; or + the rule's space) replayed and measured."""
@@ -113,9 +122,7 @@ def _measure_here(index: BankIndex, models: list[str], out_dir: Path, donors: "D
     lacking = {}
     with Measurer(target.config, settings) as measurer:
         for model in models:
-            rows = RowFile(matrix_file(out_dir, model), remeasure, log)
-            kernels = matrix_kernels(index, model, pool.rule_space)
-            lack = donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
+            rows, kernels, lack = model_rows(out_dir, index, donors, model, pool, remeasure, log)
             if add_donors and lack:
                 _add_donors(model, lack, rows, index, donors, measurer, tt, pool.top_n, pool.cap,
                             pool.anchor_fallback, bank_dir, log)

@@ -20,7 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bank.store import bank_models, wait_while_paused
+from ..bank.location import bank_files
+from ..bank.store import wait_while_paused
 from ..core.errors import ClusterError
 from ..core.row_files import kernel_rows
 from ..core.rows import CandidateRow
@@ -31,7 +32,7 @@ from ..measure.measurer import parse_runner
 from ..target.spec import TargetSpec
 from .candidates import BankIndex
 from .driver import RowFile
-from .matrix import Donors, MatrixPool, matrix_file, matrix_kernels, measure_matrix_kernel
+from .matrix import Donors, MatrixPool, measure_matrix_kernel, model_rows
 
 # submitted tasks per worker: one running and one queued keeps a worker busy, and leaves a stopped client
 # little that was measured and not written
@@ -55,13 +56,10 @@ class KernelJob:
 
 
 def bank_stamp(bank_dir: Path) -> str:
-    """A digest of the bank's files' names, sizes and times: a worker reads its bank again when it changes."""
-    h = hashlib.sha256()
-    for folder in bank_models(bank_dir):
-        for f in sorted(p for p in folder.iterdir() if p.is_file()):
-            st = f.stat()
-            h.update(f"{folder.name}/{f.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+    """A digest of the bank's model folders' stamps (the index's staleness check, `BankFiles.model_stamps`): a
+    worker reads its bank again when it changes."""
+    stamps = json.dumps(bank_files(bank_dir).model_stamps(), sort_keys=True)
+    return hashlib.sha256(stamps.encode()).hexdigest()[:16]
 
 
 # -- on the worker ---------------------------------------------------------------------------------
@@ -126,9 +124,7 @@ def measure_on_cluster(address: ClusterAddress, index: BankIndex, models: list[s
     jobs: list[KernelJob] = []
     stamp, settings_json = bank_stamp(bank_dir), settings.to_json()
     for model in models:
-        rows = RowFile(matrix_file(out_dir, model), remeasure, log)
-        kernels = matrix_kernels(index, model, pool.rule_space)
-        lack = donors.lacking(model, [bk.name for bk in kernels if bk.name in rows.by_kernel])
+        rows, kernels, lack = model_rows(out_dir, index, donors, model, pool, remeasure, log)
         if lack:
             lacking[model] = lack
         files[model], order[model] = rows, [bk.name for bk in kernels]
