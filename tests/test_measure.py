@@ -35,7 +35,8 @@ def test_times_kernels_with_all_repeats(measurer):
 def test_a_slow_kernel_gets_as_many_repeats_as_fit_in_the_timing_cap():
     assert timing_repeats(0.001, 1, 5, 0.2) == 5  # 5 ms in all: every repeat
     assert timing_repeats(0.05, 1, 5, 0.2) == 4
-    assert timing_repeats(0.3, 1, 5, 0.2) == 1  # one at least
+    assert timing_repeats(0.15, 1, 5, 0.2) == 1  # one at least
+    assert timing_repeats(0.3, 1, 5, 0.2) == 0  # one call over the cap: its warmup call is its timing
     assert timing_repeats(0.3, 1, 5, 0.0) == 5  # no cap
 
 
@@ -130,6 +131,25 @@ def test_correctness_check_catches_a_wrong_kernel_and_passes_real_schedules(meas
         scheduled.append(sch.mod)
     results = measurer.measure(scheduled, reference=as_mod(matmul64))
     assert [r.status for r in results] == [OK, OK, OK]
+
+
+def test_a_kernels_reference_is_built_once_over_its_calls_and_times_its_default(target):
+    """A kernel's candidates measured in several calls (a comparison's budget steps) build its unscheduled
+    reference once; the reference itself among the modules (the default) is timed from that build; a wrong
+    candidate is still caught in a later call; another kernel's reference is built afresh."""
+    with Measurer(target.config, MeasureSettings(repeat=1, min_repeat_ms=0)) as m:
+        built: list[int] = []
+        build = m.build
+        m.build = lambda mods: built.append(len(mods)) or build(mods)
+        ref = as_mod(add1024)
+        default, wrong = m.measure([ref, as_mod(add1024_wrong)], reference=ref)
+        assert default.ok and wrong.status == WRONG_RESULT and built == [2]  # the wrong one and the reference
+        right, wrong = m.measure([as_mod(add1024), as_mod(add1024_wrong)], reference=as_mod(add1024))  # equal
+        assert right.ok and wrong.status == WRONG_RESULT and built == [2, 2]
+        (default,) = m.measure([ref], reference=ref)
+        assert default.ok and built == [2, 2, 0]
+        (mm,) = m.measure([as_mod(matmul64)], reference=as_mod(matmul64))
+        assert mm.ok and built == [2, 2, 0, 2]
 
 
 def test_the_reference_runs_once_for_the_candidates_that_follow_and_again_when_its_library_changes(target, tmp_path):

@@ -144,21 +144,24 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                  for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
         replay_s = time.perf_counter() - t0
         runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}
-        for k in tqdm(mr.kernels, desc="defaults", unit="kernel", file=sys.stderr):
-            if found[k.name].valid:
-                t1 = time.perf_counter()
-                (runs[k.name].default,) = measurer.measure([k.mod], reference=k.mod)
-                runs[k.name].default_wall_s = time.perf_counter() - t1
-        defaults_s = sum(r.default_wall_s for r in runs.values())
         steps = [b - a for a, b in zip((0,) + budgets, budgets)]
-        rank_s = {}
+        rank_s, orders = {}, {}
         for sel_name in selectors:
             selector = load_selector(sel_name, recommender_dir, bank_dir, target_key=target.key)
             t1 = time.perf_counter()
-            orders = _orders(mr, found, selector)
+            orders[sel_name] = _orders(mr, found, selector)
             rank_s[sel_name] = time.perf_counter() - t1
-            for k in tqdm(mr.kernels, desc=f"measure {sel_name}", unit="kernel", file=sys.stderr):
-                order, done = orders[k.name], 0
+        # kernel by kernel: its default (the reference's build, kept by the measurer, and its outputs, kept by
+        # the timing worker, for every check of the kernel's candidates: what a budgeted run's one call shares
+        # too), then each selector's steps
+        for k in tqdm(mr.kernels, desc="measure", unit="kernel", file=sys.stderr):
+            if not found[k.name].valid:
+                continue
+            t1 = time.perf_counter()
+            (runs[k.name].default,) = measurer.measure([k.mod], reference=k.mod)
+            runs[k.name].default_wall_s = time.perf_counter() - t1
+            for sel_name in selectors:
+                order, done = orders[sel_name][k.name], 0
                 runs[k.name].steps[sel_name] = []
                 for n in steps:
                     idx = order[done:done + n]
@@ -170,6 +173,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                                reference=k.mod)
                     runs[k.name].steps[sel_name].append(([Measured(i, r) for i, r in zip(idx, results)],
                                                          time.perf_counter() - t1, n))
+        defaults_s = sum(r.default_wall_s for r in runs.values())
         common = {"replay_s": round(replay_s, 2), "defaults_s": round(defaults_s, 2)}
         for sel_name in selectors:
             for k in budgets:

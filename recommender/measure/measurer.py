@@ -119,6 +119,8 @@ class Measurer:
         self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0, "timed_again_contended": 0,
                       "kept_contended": 0, "timed_again_not_parallel": 0, "kept_not_parallel": 0}
         self._packing: dict[str, dict] = {}  # artifact path -> check_path, timing_args (worker._build)
+        # the last reference kernel measured against: (its module, its build's path, build seconds)
+        self._reference: tuple[object, str, float] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -198,7 +200,8 @@ class Measurer:
     def time_artifact(self, path: str, args_info: list, seed: int = 0,
                       reference_path: str | None = None, settings: MeasureSettings | None = None) -> MeasureResult:
         """Time one built artifact in the timing worker (or through RPC). With `reference_path` (a local
-        build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal.
+        build of the unscheduled kernel), the output is first checked against it: `wrong_result` if not equal;
+        the reference's own build (`path` is `reference_path`) is not checked, its outputs are kept instead.
         `settings` overrides the timing settings (repeat, number, min_repeat_ms, warmup) for this call."""
         s = settings or self.settings
         with self._lock:
@@ -260,7 +263,9 @@ class Measurer:
     def measure(self, mods: list[object], args_infos: list[list] | None = None,
                 reference: object | None = None, settings: MeasureSettings | None = None) -> list[MeasureResult]:
         """Build all modules (in parallel), then time the built ones one after another. With `reference`
-        (the unscheduled kernel), every candidate's output is checked against it before timing. `settings`
+        (the unscheduled kernel), every candidate's output is checked against it before timing; the reference's
+        build is kept for the next calls with the same reference, and the reference itself among `mods` (the
+        kernel's default) is timed from that build, unchecked. `settings`
         overrides the timing settings for these modules (e.g. a single short run that only checks).
         The builds and timings hold the machine's measurement lock from the first build to the last timing."""
         with exclusive("measuring a kernel's candidates"):
@@ -268,15 +273,24 @@ class Measurer:
 
     def _measure(self, mods: list[object], args_infos: list[list] | None, reference: object | None,
                  settings: MeasureSettings | None) -> list[MeasureResult]:
-        built = self.build(mods + ([reference] if reference is not None else []))
+        # the reference itself among `mods` (a kernel's default) is timed from the reference's build, unchecked
+        itself = [reference is not None and m is reference for m in mods]
+        fresh = [] if reference is None or self._reference_path(reference) else [reference]
+        built = self.build([m for m, same in zip(mods, itself) if not same] + fresh)
         ref_path = None
         if reference is not None:
-            ref_path, ref_status, ref_error, _ = built.pop()
-            if ref_path is None:
-                raise SchedrecError(f"the reference (unscheduled) kernel does not build: {ref_status}: {ref_error}")
+            if fresh:
+                path, ref_status, ref_error, build_s = built.pop()
+                if path is None:
+                    raise SchedrecError(f"the reference (unscheduled) kernel does not build: {ref_status}: "
+                                        f"{ref_error}")
+                self._keep_reference(reference, path, build_s)
+            ref_path = self._reference[1]
+        builds = iter(built)
         bounds = index_bounds(reference) if reference is not None else None
         out = []
-        for i, (path, status, error, build_s) in enumerate(built):
+        for i, same in enumerate(itself):
+            path, status, error, build_s = (ref_path, OK, "", self._reference[2]) if same else next(builds)
             if path is None:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
@@ -286,10 +300,24 @@ class Measurer:
             r = self.time_artifact(path, info, reference_path=ref_path, settings=settings)
             r.build_s = build_s
             out.append(r)
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        if ref_path is not None:
-            shutil.rmtree(os.path.dirname(ref_path), ignore_errors=True)
+            if not same:
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         return out
+
+    def _reference_path(self, reference: object) -> str | None:
+        """The kept build of this reference kernel (the last one measured against), or None."""
+        import tvm_ffi
+        if self._reference is None:
+            return None
+        mod, path, _ = self._reference
+        return path if mod is reference or tvm_ffi.structural_equal(mod, reference) else None
+
+    def _keep_reference(self, reference: object, path: str, build_s: float) -> None:
+        """Keep this reference's build for the next measurements against it (one kernel's candidates come in
+        several calls: a comparison's budget steps); the previous one is deleted."""
+        if self._reference is not None:
+            shutil.rmtree(os.path.dirname(self._reference[1]), ignore_errors=True)
+        self._reference = (reference, path, build_s)
 
     def measure_model(self, mod: object, input_info: list, database_dir: str | None = None,
                       settings: MeasureSettings | None = None) -> MeasureResult:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..core.tvm_setup import new_schedule
+
 
 def extent(sch: object, loop: object) -> int:
     """The loop's extent (0 if symbolic)."""
@@ -32,10 +34,9 @@ def block_extents(mod: object, find) -> list[int] | None:
 def tiled(mod: object, tiles: list, apply: Callable[[object, object], None]) -> list[tuple[object, object]]:
     """(tile, schedule) for each tile, `apply(sch, tile)` writing it into a schedule of `mod`; a tile a
     primitive refuses is left out."""
-    from tvm.s_tir import Schedule
     out = []
     for tile in tiles:
-        sch = Schedule(mod, debug_mask="all")
+        sch = new_schedule(mod)
         try:
             apply(sch, tile)
         except Exception:  # a primitive refused this kernel (an epilogue that does not inline, say)

@@ -13,6 +13,7 @@ where a primitive refuses the kernel; they are candidates like design-space samp
 """
 from __future__ import annotations
 
+from ..core.tvm_setup import new_schedule
 from .base import RuleInstance, ScheduleRule
 from .common import extent
 
@@ -56,8 +57,7 @@ def windowed(mod: object) -> object | None:
     an average's division) parallel at the root. On ceil-mode max pools of SqueezeNet (64 x 111 x 111 and
     128 x 55 x 55, stride 2, llvm-znver5-2c) 0.062 and 0.032 ms against 0.103 and 0.065 for the default's
     one thread and 0.25 and 0.12 for the other rules. None for other kernels."""
-    from tvm.s_tir import Schedule
-    sch = Schedule(mod, debug_mask="all")
+    sch = new_schedule(mod)
     try:
         blocks = _root_blocks(sch)
         window, loops = next(((i, loops) for i in reversed(range(len(blocks)))
@@ -92,8 +92,7 @@ def _window_loops(sch: object, block: object) -> list[object]:
 
 
 def _scheduled(mod: object, at_rows: bool) -> object | None:
-    from tvm.s_tir import Schedule
-    sch = Schedule(mod, debug_mask="all")
+    sch = new_schedule(mod)
     try:
         blocks = _root_blocks(sch)
         if not blocks:

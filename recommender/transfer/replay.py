@@ -17,6 +17,7 @@ from featurize.trace_schema import MalformedTrace, check_trace
 
 # failure reasons: defined once with the rows that record them; importable from here too
 from ..core.rows import CLASS_MISMATCH, POSTPROC_FAILURE, REPLAY_CRASH, REPLAY_ERROR, REPLAY_TIMEOUT  # noqa: F401
+from ..core.tvm_setup import new_schedule
 from ..rules import RULES, TILE_RULES
 from ..target.spec import float32_lanes
 
@@ -142,7 +143,6 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
     """Apply the anchor-block part of a source kernel's trace to a kernel whose anchor is the same op but
     whose fused epilogue differs (MetaSchedule's anchor-trace application inlines or parallelises the
     rest), then the target's postprocessors. Raises ReplayFailure with the reason."""
-    from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
     _check(trace_json)
     try:
@@ -152,14 +152,14 @@ def replay_anchor_trace(trace_json: list, source_mod: object, target_mod: object
         raise
     except Exception as err:
         raise ReplayFailure(REPLAY_ERROR, f"source trace does not replay on its own kernel: {_one_line(err)}") from err
-    sch = Schedule(target_mod, debug_mask="all")
+    sch = new_schedule(target_mod)
     try:
         schedule_using_anchor_trace(sch, anchor_trace, target)
     except Exception as err:
         # MetaSchedule inlines the epilogue with its default rule, which keeps an exp block and a block read
         # twice (ELU, softplus, Mish): the anchor is then left with two consumers where the donor's trace
         # expects one. Retry on the epilogue folded into the output block first.
-        sch = Schedule(target_mod, debug_mask="all")
+        sch = new_schedule(target_mod)
         if not fold_epilogue(sch, target_mod):
             raise ReplayFailure(REPLAY_ERROR, f"anchor trace: {_one_line(err)}") from err
         try:
@@ -201,8 +201,8 @@ def apply_replayed(trace_json: list, target_mod: object, target: object, postpro
 
 def _apply_checked(trace_json: list, target_mod: object, target: object, postprocs: list | None) -> Replayed:
     """apply_replayed for a trace already shape-checked (strip_postproc and rename_blocks keep the shape)."""
-    from tvm.s_tir import Schedule, Trace
-    sch = Schedule(target_mod, debug_mask="all")
+    from tvm.s_tir import Trace
+    sch = new_schedule(target_mod)
     try:
         Trace.apply_json_to_schedule(trace_json, sch)
     except Exception as err:
@@ -258,7 +258,7 @@ def sample_schedules(mod: object, target: object, n: int, seed: int = 0) -> list
     """Up to `n` schedules of `mod` drawn from MetaSchedule's own design space for it (each design space's
     sampling instructions decided afresh), postprocessed and checked like a replayed candidate; no cost
     model, no measurement. Draws that a postprocessor rejects are skipped (at most 4n draws)."""
-    from tvm.s_tir import Schedule, Trace
+    from tvm.s_tir import Trace
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.tvm_setup import load_tensor_intrinsics
@@ -271,7 +271,7 @@ def sample_schedules(mod: object, target: object, n: int, seed: int = 0) -> list
     for draw in range(4 * n):
         if len(out) == n or not spaces:
             break
-        sch = Schedule(mod, seed=seed * 7919 + draw + 1, debug_mask="all")
+        sch = new_schedule(mod, seed=seed * 7919 + draw + 1)
         try:
             Trace(list(spaces[draw % len(spaces)].trace.insts), {}).apply_to_schedule(sch, remove_postproc=True)
             r = postprocess(sch, mod, target, postprocs)
