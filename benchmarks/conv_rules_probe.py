@@ -8,6 +8,7 @@ against the CPU's FMA peak (benchmarks/results/<target-key>/peak_gflops.json). W
 same for the heaviest matmul and batch_matmul kernels and `recommender.rules.matmul`.
 
     python benchmarks/conv_rules_probe.py [--models vgg16,resnet50] [--kernels 4] [--all-tiles] [--rule matmul]
+        [--reduction-blocks]
 writes benchmarks/results/<target-key>/conv_rules.json and .md (matmul_rules.* with --rule matmul); keep the
 machine otherwise idle.
 """
@@ -88,6 +89,9 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=4, help="the heaviest this many conv kernels per model")
     ap.add_argument("--all-tiles", action="store_true", help="every tile allowed, not only the rule's own")
     ap.add_argument("--rule", choices=("conv", "matmul"), default="conv")
+    ap.add_argument("--reduction-blocks", action="store_true",
+                    help="conv: also every tile with each of the kernel's reduction blocks (blocks of input "
+                         "channels outside the column tiles, rules.conv.reduction_blocks)")
     ap.add_argument("--flat", action="store_true",
                     help="only 1x1 convs that get flat tiles (maps narrower than a vector), their column and flat "
                          "tiles against the fastest schedule of any source the latency run measured; results to "
@@ -113,6 +117,8 @@ def main() -> None:
         name += ".padded"
     if args.stride_2_plain:
         name += ".stride2"
+    if args.reduction_blocks:
+        name += ".reduction"
     if args.flat:
         if args.rule != "conv":
             ap.error("--flat: conv rule only")
@@ -138,6 +144,8 @@ def main() -> None:
                 tiles = (every_tile(*shape, lanes) if args.all_tiles else own_tiles(*shape, lanes=lanes)) if shape else []
                 if args.flat:
                     tiles += rule.flat_tiles(shape[0], lanes, shape[1] * shape[2])
+                if args.reduction_blocks and args.rule == "conv":
+                    tiles += [(*t, rb) for rb in rule.reduction_blocks(k.mod) for t in tiles if len(t) == 3]
                 scheds = rule.rule_schedules(k.mod, tiles)
                 if args.stride_2_plain and rule.is_stride_2(k.mod):
                     columns = [t for t in tiles if not isinstance(t, rule.FlatTile)]
@@ -169,11 +177,13 @@ def main() -> None:
              f"`python benchmarks/conv_rules_probe.py --models {args.models} --kernels {args.kernels}"
              f"{' --all-tiles' if args.all_tiles else ''}{' --rule matmul' if args.rule == 'matmul' else ''}"
              f"{f' --only {args.only}' if args.only else ''}{' --padded' if args.padded else ''}{' --flat' if args.flat else ''}"
-             f"{' --stride-2-plain' if args.stride_2_plain else ''}`: GFLOP/s (median of the measurer's runs); FMA peak "
+             f"{' --stride-2-plain' if args.stride_2_plain else ''}{' --reduction-blocks' if args.reduction_blocks else ''}`"
+             f": GFLOP/s (median of the measurer's runs); FMA peak "
              f"{out['peak_gflops']} GFLOP/s." + (" A tile of two numbers is a flat tile (channels, vectors of the "
              "map's positions flattened)." if args.flat else "") + (" A tile ending in 'plain' is a column tile of a stride-2 conv "
              "whose padded input keeps its own layout (the rule's keeps even and odd columns apart)."
-             if args.stride_2_plain else ""), "",
+             if args.stride_2_plain else "") + (" A tile of four numbers has a reduction block: that many input "
+             "channels at a time, outside the column tiles." if args.reduction_blocks else ""), "",
              f"| model | kernel | shapes | {'best of the latency run' if args.padded or args.flat else 'best donor'} GFLOP/s (source) | best tile | its GFLOP/s | best of the rule's "
              "own tiles | PyTorch GFLOP/s |", "|---|---|---|---|---|---|---|---|"]
     for r in out["kernels"]:

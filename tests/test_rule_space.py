@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from recommender.rules import RULES
-from recommender.rules.conv import ACCUMULATORS, conv_tiles, space_tiles
+from recommender.rules.conv import ACCUMULATORS, conv_tiles, reduction_blocks, space_tiles
 
 from .test_conv_rules import _check_against_the_unscheduled_conv, _conv_bias_relu
 
@@ -35,6 +35,49 @@ def test_a_conv_s_space_lists_today_s_instances_first_then_a_seeded_spread_up_to
     assert len(rule.space(mod, lanes=8, limit=500)) == len(space_tiles(32, 28, 28, lanes=8))
     loop = RULES["loop"]  # a template without knobs beyond its instances: its space is they
     assert [i.knobs for i in loop.space(mod, lanes=8)] == [i.knobs for i in loop.instances(mod, lanes=8)]
+
+
+def test_a_conv_s_reduction_blocks_come_after_today_s_tiles_and_leave_the_other_tiles_in_their_order():
+    """Blocks of input channels that divide them into two or more (none for a depthwise conv); the space holds
+    today's instances, today's register tiles with each block, the other tiles in the seeded order they had
+    before blocks existed, then every other tile with each block: all the tiles, each once per block."""
+    import random
+    mod = _conv_bias_relu(ci=32, co=32, hw=28)
+    assert reduction_blocks(mod) == [8, 16] and reduction_blocks(_conv_bias_relu(ci=8, co=32, hw=28)) == []
+    rule = RULES["conv"]
+    fixed = [i.knobs for i in rule.instances(mod, lanes=8)]
+    space = [i.knobs for i in rule.space(mod, lanes=8, limit=1000, seed=0)]
+    register = [k for k in fixed if not k.get("flat")]
+    assert space[:len(fixed)] == fixed
+    blocked = space[len(fixed):len(fixed) + 2 * len(register)]
+    assert blocked == [{**k, "reduction": rb} for rb in (8, 16) for k in register]
+    others = [t for t in space_tiles(32, 28, 28, lanes=8)
+              if t not in [(k["channels"], k["rows"], k["columns"]) for k in register]]
+    random.Random(0).shuffle(others)
+    after = space[len(fixed) + len(blocked):]
+    assert [(k["channels"], k["rows"], k["columns"]) for k in after[:len(others)]] == others
+    assert all("reduction" not in k for k in after[:len(others)])
+    assert sorted((k["channels"], k["rows"], k["columns"], k["reduction"]) for k in after[len(others):]) == \
+        sorted((*t, rb) for rb in (8, 16) for t in others)
+    assert len(space) == len(fixed) + len(others) + 2 * len(space_tiles(32, 28, 28, lanes=8))  # every tile twice blocked
+
+
+@pytest.mark.slow
+def test_every_reduction_blocked_instance_computes_the_conv_and_replays_from_its_trace(target):
+    """A reduction block's instance (its accumulators through the output between blocks, the epilogue once a
+    row's blocks are done) computes what the unscheduled conv computes; its block is the trace's fourth
+    sampled split."""
+    from recommender.transfer.replay import apply_replayed, postprocess
+    mod = _conv_bias_relu(ci=16, co=16, hw=14)
+    tvm_target = target.tvm()
+    blocked = [i for i in RULES["conv"].space(mod, lanes=8, limit=1000) if i.knobs.get("reduction")]
+    assert len(blocked) == len(space_tiles(16, 14, 14, lanes=8)) >= 10  # every tile with its one block, 8
+    built = [postprocess(i.schedule, mod, tvm_target, None) for i in blocked]
+    _check_against_the_unscheduled_conv(mod, built, tvm_target, (16, 16, 14, 14, 3), apply_replayed)
+    for instance, replayed in zip(blocked, built):
+        k = instance.knobs
+        assert [d[1] for d in _knob_decisions(replayed.trace_json)] == [k["channels"], k["rows"], k["columns"],
+                                                                       k["reduction"]]
 
 
 def _knob_decisions(trace_json: list) -> list:

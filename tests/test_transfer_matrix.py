@@ -239,6 +239,38 @@ def test_a_rule_space_matrix_measures_the_template_s_instances_beside_the_donors
         assert 2 < len(mine) <= 6 and [r.source_rank for r in mine] == list(range(len(mine)))
         assert sum(r.status == "ok" for r in mine) >= 2
         tiles = [[d for i, d in r.trace[1] if r.trace[0][i][0] == "SamplePerfectTile"] for r in mine]
-        assert all(len(t) == 3 for t in tiles) and len({json.dumps(t) for t in tiles}) == len(mine)
+        # channels, rows, columns, and the reduction block where the instance has one
+        assert all(len(t) == 3 + ("reduction" in r.knobs) for t, r in zip(tiles, mine))
+        assert len({json.dumps(t) for t in tiles}) == len(mine)
     assert any(r.source_model == "donor" for r in rows) and any(r.is_default for r in rows)
+
+
+def test_add_instances_measures_only_the_rule_instances_a_finished_kernel_lacks(bank2, tmp_path, capsys):
+    """A rule space grown since the matrix was measured (here: 3 -> 6 instances; in use, a template that gained a
+    knob): --add-instances measures the instances each finished kernel's rows lack, after its rows, which stay
+    as they were; run again, it measures nothing."""
+    from recommender.core.rows import RULE
+    from recommender.transfer.matrix import knob_key
+    out = tmp_path / "space"
+    args = ["--all-pairs", "--models", "wide", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS]
+    assert _cli(*args, "--rule-space", "3") == 0
+    before = read_rows(out / "wide.jsonl.gz")
+    capsys.readouterr()
+    assert _cli(*args, "--rule-space", "6", "--add-instances") == 0
+    after = read_rows(out / "wide.jsonl.gz")
+    assert "new rule instances added to" in capsys.readouterr().err
+    gained = 0
+    for kernel in {r.target_kernel for r in before}:
+        old = [r.to_json() for r in before if r.target_kernel == kernel]
+        new = [r for r in after if r.target_kernel == kernel]
+        assert [r.to_json() for r in new[:len(old)]] == old  # its rows as they were, the new ones after them
+        rules = [knob_key(r.knobs) for r in new if r.source_kind == RULE]
+        assert len(rules) == len(set(rules)) <= 6
+        assert all(not r.is_default and r.source_kind == RULE for r in new[len(old):])
+        gained += len(new) - len(old)
+    assert gained > 0
+    capsys.readouterr()
+    assert _cli(*args, "--rule-space", "6", "--add-instances") == 0
+    assert "0 new rule instances added to 0" in capsys.readouterr().err
+    assert [r.to_json() for r in read_rows(out / "wide.jsonl.gz")] == [r.to_json() for r in after]
 

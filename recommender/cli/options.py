@@ -207,6 +207,9 @@ def matrix_resume(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--add-donors", action="store_true",
                     help="measure the candidates of bank models added since the matrix's finished kernels were "
                          "measured, and add their rows")
+    sp.add_argument("--add-instances", action="store_true",
+                    help="with --rule-space: measure the instances of each finished kernel's rule space that its "
+                         "rows lack (a template that gained a knob), and add their rows")
 
 
 RULE_SPACE = 32  # a pool's rule-space instances per kernel, fixed before any run that ranks them

@@ -18,8 +18,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..transfer import exhaustive_replay
     from ..transfer.budgeted import knob_text
     target = parse_target(args.target)
-    if args.add_donors and not args.all_pairs:
-        raise SchedrecError("--add-donors extends a transfer matrix: use it with --all-pairs")
+    if (args.add_donors or args.add_instances) and not args.all_pairs:
+        raise SchedrecError(f"--add-{'donors' if args.add_donors else 'instances'} extends a transfer matrix: use it "
+                            f"with --all-pairs")
     if args.cluster and not args.all_pairs:
         raise SchedrecError("--cluster measures a transfer matrix's kernels on a cluster: use it with --all-pairs "
                             "(or schedrec matrix)")
@@ -70,7 +71,8 @@ def replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: Path) -
                   models=list(options.names_list(args.models)) or None,
                   settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
-                  add_donors=args.add_donors, rule_space=args.rule_space, cluster=args.cluster)
+                  add_donors=args.add_donors, rule_space=args.rule_space, cluster=args.cluster,
+                  add_instances=args.add_instances)
     rows = [[m, str(v["kernels"]), str(v["kernels_with_valid"]), f"{v['candidates_per_kernel']:.1f}",
              f"{v['valid_per_kernel']:.1f}", str(v["median_over_best"]), str(v["default_over_best"]),
              str(v["best_over_tuned"])] for m, v in list(s["models"].items()) + [("ALL", s["all"])]]

@@ -72,7 +72,7 @@ def measure_matrix_kernel(bk: BankKernel, index: BankIndex, measurer: Measurer, 
 def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3, cap: int | None = 48,
               models: list[str] | None = None, settings: MeasureSettings | None = None,
               anchor_fallback: bool = True, remeasure: tuple[str, ...] = (), add_donors: bool = False,
-              rule_space: int = 0, cluster: object | None = None,
+              rule_space: int = 0, cluster: object | None = None, add_instances: bool = False,
               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
     """Build (or resume) the transfer matrix; returns its summary (also written to `<out>/summary.json`).
     Kernels with a candidate whose status is in `remeasure` are measured again. With `add_donors`, finished
@@ -80,7 +80,11 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
     `rule_space`, only the kernels whose class has a tile rule, each with up to that many instances of the
     rule's template measured beside its donors (the data a ranker needs to choose among them). With `cluster`
     (a `measure.cluster.ClusterAddress`), each kernel is measured by a worker of that Dask cluster and its rows
-    come back here to be written, in the order a local run writes them (`matrix_cluster.py`)."""
+    come back here to be written, in the order a local run writes them (`matrix_cluster.py`). With
+    `add_instances` (and `rule_space`), finished kernels whose rows lack instances of the rule space as it is now
+    (a template that gained a knob) get those measured and added (`_add_instances`)."""
+    if add_instances and not rule_space:
+        raise BankError("--add-instances adds rule-space instances: give --rule-space N")
     from ..core.tvm_setup import load_tensor_intrinsics
     load_tensor_intrinsics()
     target.tvm()  # a target TVM rejects is refused before any folder is locked or cluster started
@@ -96,14 +100,15 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
         donors = Donors(out_dir, index.models)
         pool = MatrixPool(top_n, cap, anchor_fallback, rule_space)
         if cluster is not None:
-            if add_donors:
-                raise BankError("--add-donors measures on this machine: run it without --cluster")
+            if add_donors or add_instances:
+                raise BankError(f"--add-{'donors' if add_donors else 'instances'} measures on this machine: run it "
+                                f"without --cluster")
             from .matrix_cluster import measure_on_cluster
             lacking = measure_on_cluster(cluster, index, models or index.models, out_dir, donors, target,
                                          settings or MeasureSettings(), pool, remeasure, bank_dir, log)
         else:
             lacking = _measure_here(index, models or index.models, out_dir, donors, target, settings, pool,
-                                    remeasure, add_donors, bank_dir, log)
+                                    remeasure, add_donors, bank_dir, log, add_instances)
         _note_lacking(lacking, out_dir, log)
     rows = [r for m in index.models if matrix_file(out_dir, m).exists() for r in read_rows(matrix_file(out_dir, m))]
     summary = {"bank": display_path(bank_dir), "bank_models": index.models, "target_key": target.key, "top_n": top_n,
@@ -115,9 +120,10 @@ def all_pairs(target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 3,
 
 def _measure_here(index: BankIndex, models: list[str], out_dir: Path, donors: "Donors", target: TargetSpec,
                   settings: MeasureSettings | None, pool: MatrixPool, remeasure: tuple[str, ...], add_donors: bool,
-                  bank_dir: Path, log) -> dict[str, dict[str, list[str]]]:
+                  bank_dir: Path, log, add_instances: bool = False) -> dict[str, dict[str, list[str]]]:
     """Measure the matrix's missing kernels on this machine, one model after another; returns, per model, the
-    finished kernels that lack donors the bank gained since (unless `add_donors` measured them)."""
+    finished kernels that lack donors the bank gained since (unless `add_donors` measured them). With
+    `add_instances`, finished kernels get the instances of their rule space their rows lack."""
     tt = target.tvm()
     lacking = {}
     with Measurer(target.config, settings) as measurer:
@@ -128,6 +134,9 @@ def _measure_here(index: BankIndex, models: list[str], out_dir: Path, donors: "D
                             pool.anchor_fallback, bank_dir, log)
             elif lack:
                 lacking[model] = lack
+            if add_instances:
+                _add_instances(model, [bk for bk in kernels if bk.name in rows.by_kernel], rows, measurer, tt,
+                               pool.rule_space, bank_dir, log)
             todo = [bk for bk in kernels if bk.name not in rows.by_kernel]
             if not todo:
                 continue
@@ -212,6 +221,41 @@ def _add_donors(model: str, lacking: dict[str, list[str]], rows: RowFile, index:
                 added += rows.extend(choice, model, bk.best_s)
         donors.record(model, name, donors.drawn_from(model, name) + new)
     log(f"{model}: {added} candidates of new donors added to {len(lacking)} finished kernels in "
+        f"{time.time() - t0:.0f} s -> {rows.path}")
+
+
+def knob_key(knobs: dict | None) -> tuple:
+    """A rule instance's identity: its knob values, whether or not it is one of the rule's fixed instances."""
+    return tuple(sorted((k, v) for k, v in (knobs or {}).items() if k != "fixed"))
+
+
+def _add_instances(model: str, kernels: list[BankKernel], rows: RowFile, measurer: Measurer, tt: object,
+                   rule_space: int, bank_dir: Path, log) -> None:
+    """For each finished kernel, the first `rule_space` instances of its rule's template as the template is now,
+    less those its rows have (by knob values), measured beside its default and added after its rows; its default
+    row stays the first session's, and a drift of more than 10% between the sessions is said."""
+    from tqdm import tqdm
+
+    from ..core.rows import RULE
+    from .kernel import FoundCandidates, tile_rule_candidates
+    t0, added, touched = time.time(), 0, 0
+    for bk in tqdm(kernels, desc=f"matrix {model}: new rule instances", unit="kernel", file=sys.stderr):
+        have = rows.by_kernel[bk.name]
+        known = {knob_key(r.knobs) for r in have if r.source_kind == RULE}
+        wait_while_paused(bank_dir, log)
+        kernel = kernel_from_mod(bk.name, bk.mod, bk.weight)
+        t1 = time.perf_counter()
+        new = [c for c in tile_rule_candidates(kernel, measurer, rule_space) if knob_key(c.replayed.knobs) not in known]
+        if not new:
+            continue
+        choice = measure_kernel(FoundCandidates(kernel, new, None, time.perf_counter() - t1), measurer, tt)
+        old_default = next((r.latency_s for r in have if r.is_default), None)
+        if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
+            log(f"note: {model}/{bk.name}: its default measured {choice.default_s / old_default:.2f}x the first "
+                f"session's; the added instances are timed against this session's machine")
+        added += rows.extend(choice, model, bk.best_s)
+        touched += 1
+    log(f"{model}: {added} new rule instances added to {touched} of {len(kernels)} finished kernels in "
         f"{time.time() - t0:.0f} s -> {rows.path}")
 
 
