@@ -214,14 +214,20 @@ def _add_donors(model: str, lacking: dict[str, list[str]], rows: RowFile, index:
                                     tile_rules=False)
             if found.candidates:
                 choice = measure_kernel(found, measurer, tt)
-                old_default = next((r.latency_s for r in have if r.is_default), None)
-                if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
-                    log(f"note: {model}/{name}: its default measured {choice.default_s / old_default:.2f}x the "
-                        f"first session's; the added candidates are timed against this session's machine")
+                _note_default_drift(f"{model}/{name}", choice, have, "candidates", log)
                 added += rows.extend(choice, model, bk.best_s)
         donors.record(model, name, donors.drawn_from(model, name) + new)
     log(f"{model}: {added} candidates of new donors added to {len(lacking)} finished kernels in "
         f"{time.time() - t0:.0f} s -> {rows.path}")
+
+
+def _note_default_drift(kernel: str, choice: KernelChoice, have: list, added: str, log) -> None:
+    """One line where a finished kernel's default, measured again beside what is added to its rows, is more than
+    10% off the first session's: the added `added` are timed against this session's machine."""
+    old_default = next((r.latency_s for r in have if r.is_default), None)
+    if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
+        log(f"note: {kernel}: its default measured {choice.default_s / old_default:.2f}x the first session's; the "
+            f"added {added} are timed against this session's machine")
 
 
 def knob_key(knobs: dict | None) -> tuple:
@@ -249,10 +255,7 @@ def _add_instances(model: str, kernels: list[BankKernel], rows: RowFile, measure
         if not new:
             continue
         choice = measure_kernel(FoundCandidates(kernel, new, None, time.perf_counter() - t1), measurer, tt)
-        old_default = next((r.latency_s for r in have if r.is_default), None)
-        if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
-            log(f"note: {model}/{bk.name}: its default measured {choice.default_s / old_default:.2f}x the first "
-                f"session's; the added instances are timed against this session's machine")
+        _note_default_drift(f"{model}/{bk.name}", choice, have, "instances", log)
         added += rows.extend(choice, model, bk.best_s)
         touched += 1
     log(f"{model}: {added} new rule instances added to {touched} of {len(kernels)} finished kernels in "
