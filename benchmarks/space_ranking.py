@@ -1,8 +1,9 @@
 """How well each selector ranks a pool that holds a rule's space, offline and leave-one-model-out: for every
 model of `models/<key>/space/` (`schedrec matrix --rule-space N`), lgbm fitted on every training row that
 neither targets that model nor comes from it (bank records too, as `schedrec train` does), then scored on
-that model's rule-space kernels (their donors and up to N rule instances, all measured) beside random orders
-(3 seeds) and `tiles-then-donors` (the rules' fixed tiles first, then the donors in the heuristic's order:
+that model's rule-space kernels (their donors and up to N rule instances, all measured), in the order a transfer
+measures them (the best of each candidate family first: `selection.spread_order`) and by its scores alone,
+beside random orders (3 seeds) and `tiles-then-donors` (the rules' fixed tiles first, then the donors in the heuristic's order:
 what schedrec measured before one pool). Top-k as in docs/design.md (weighted best / latency of the best of the
 k first; a restricted order shorter than k ranks the rest of the pool after it). Measures nothing.
 
@@ -30,6 +31,7 @@ from training.metrics import score_groups, summarize_outcomes  # noqa: E402
 from training.train import TargetData  # noqa: E402
 
 SEEDS = (0, 1, 2)
+KS = (1, 2, 3, 5)
 
 
 def order_scores(groups: list, selector: object) -> np.ndarray:
@@ -40,6 +42,20 @@ def order_scores(groups: list, selector: object) -> np.ndarray:
         s = np.full(len(g.rows), -1e9)
         s[order] = -np.arange(len(order), dtype=float)
         out.append(s)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def spread_scores(groups: list, scores: np.ndarray) -> np.ndarray:
+    """Scores that rank each group in the spread order of `scores` (what `selection.Ranked` measures first)."""
+    from recommender.transfer.selection import spread_order
+    out, at = [], 0
+    for g in groups:
+        s = scores[at:at + len(g.rows)]
+        at += len(g.rows)
+        order = spread_order(g.rows, [int(i) for i in np.argsort(-s, kind="stable")])
+        ranks = np.empty(len(order))
+        ranks[order] = -np.arange(len(order), dtype=float)
+        out.append(ranks)
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -65,24 +81,27 @@ def main() -> None:
         if not test.groups:
             continue
         ranker = fit_ranker("lgbm", trainable(train + leave_model_out(data.extra, model)[0]), data.table)
-        outcomes = {"lgbm": score_groups(test.groups, predict(ranker, test, data.table)),
-                    "tiles-then-donors": score_groups(test.groups, order_scores(test.groups, baseline))}
+        scores = predict(ranker, test, data.table)
+        outcomes = {"lgbm": score_groups(test.groups, spread_scores(test.groups, scores), KS),
+                    "lgbm-scores": score_groups(test.groups, scores, KS),
+                    "tiles-then-donors": score_groups(test.groups, order_scores(test.groups, baseline), KS)}
         for seed in SEEDS:
             rng = np.random.default_rng(seed)
-            outcomes[f"random@{seed}"] = score_groups(test.groups, rng.random(len(test.rows)))
+            outcomes[f"random@{seed}"] = score_groups(test.groups, rng.random(len(test.rows)), KS)
         per_model[model] = {"kernels": len(test.groups), "candidates": int(test.sizes.sum()),
-                            **{n: summarize_outcomes(o) for n, o in outcomes.items()}}
+                            **{n: summarize_outcomes(o, KS) for n, o in outcomes.items()}}
         for n, o in outcomes.items():
             pooled.setdefault(n, []).extend(o)
         print(model, {n: per_model[model][n]["top1"] for n in outcomes}, file=sys.stderr)
     summary = {"target_key": a.target_key, "date": time.strftime("%Y-%m-%d"),
                "command": f"python benchmarks/space_ranking.py --target-key {a.target_key}",
-               "pooled": {n: summarize_outcomes(o) for n, o in pooled.items()}, "models": per_model}
+               "pooled": {n: summarize_outcomes(o, KS) for n, o in pooled.items()}, "models": per_model}
     from results_dir import results_dir
     path = results_dir(a.target_key) / "space_ranking.json"
     atomic_write_json(str(path), summary)
     p = summary["pooled"]
-    print(f"pooled top-1: lgbm {p['lgbm']['top1']}, tiles-then-donors {p['tiles-then-donors']['top1']}, random "
+    print(f"pooled top-2: lgbm {p['lgbm']['top2']} (by its scores alone {p['lgbm-scores']['top2']}); top-1: lgbm "
+          f"{p['lgbm']['top1']}, tiles-then-donors {p['tiles-then-donors']['top1']}, random "
           f"{', '.join(str(p[f'random@{s}']['top1']) for s in SEEDS)} -> {path}")
 
 

@@ -691,7 +691,11 @@ def space_ranking_line(path: Path, root: Path) -> str:
             f"lgbm {pooled['lgbm']['q1']}, tiles-then-donors (the fixed tiles first, then the donors by the heuristic) "
             f"{pooled['tiles-then-donors']['q1']}, random {rnd[len(rnd) // 2]} (median of {len(rnd)} seeds); q@3 "
             f"{pooled['lgbm']['q3']} / {pooled['tiles-then-donors']['q3']}; weighted top-1 {pooled['lgbm']['top1']} / "
-            f"{pooled['tiles-then-donors']['top1']}. Per held-out model, q@1 lgbm vs tiles-then-donors: {models} "
+            f"{pooled['tiles-then-donors']['top1']}" + (
+                f"; weighted top-2 lgbm {pooled['lgbm']['top2']} in the order a transfer measures (the best of each "
+                f"candidate family first), {pooled['lgbm-scores']['top2']} by its scores alone, tiles-then-donors "
+                f"{pooled['tiles-then-donors']['top2']}" if "lgbm-scores" in pooled else "")
+            + f". Per held-out model, q@1 lgbm vs tiles-then-donors: {models} "
             f"(`{p['command']}`, `{path.relative_to(root)}`).")
 
 

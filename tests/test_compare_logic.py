@@ -51,16 +51,20 @@ class _R:
         self.median, self.ok = s, True
 
 
-def test_the_first_k_measurements_and_the_time_their_steps_took():
+def test_the_first_k_measurements_and_the_time_their_call_took():
+    """Budget k is one call that measured the selector's first k (as a budgeted run of k does): its wall is
+    the search's measuring time; a budget between two calls gets the smaller one's (its order ended)."""
     run = KernelRun(found=None)
     failed = _R(1.0)
     failed.ok = False
-    # step 1 measured 1 candidate, which failed (it spent its measurement); steps 2 and 3 measured 1 and 2
-    run.steps["lgbm"] = [([Measured(4, failed)], 2.0, 1), ([Measured(0, _R(0.5))], 3.0, 1),
-                         ([Measured(2, _R(0.7)), Measured(1, _R(0.9))], 4.0, 2)]
+    # k=1 measured 1 candidate, which failed (it spent its measurement); k=2 and k=4 measured 2 and 4 afresh
+    run.steps["lgbm"] = [([Measured(4, failed)], 2.0, 1), ([Measured(4, failed), Measured(0, _R(0.5))], 3.0, 2),
+                         ([Measured(4, failed), Measured(0, _R(0.5)), Measured(2, _R(0.7)), Measured(1, _R(0.9))],
+                          4.0, 4)]
     assert [m.index for m in run.first("lgbm", 1)[0]] == [4] and run.first("lgbm", 1)[1] == 2.0
-    assert [m.index for m in run.first("lgbm", 2)[0]] == [4, 0] and run.first("lgbm", 2)[1] == 5.0
-    assert [m.index for m in run.first("lgbm", 4)[0]] == [4, 0, 2, 1] and run.first("lgbm", 4)[1] == 9.0
+    assert [m.index for m in run.first("lgbm", 2)[0]] == [4, 0] and run.first("lgbm", 2)[1] == 3.0
+    assert run.first("lgbm", 3) == run.first("lgbm", 2)
+    assert [m.index for m in run.first("lgbm", 4)[0]] == [4, 0, 2, 1] and run.first("lgbm", 4)[1] == 4.0
     assert run.first("lgbm", 9) == run.first("lgbm", 4)
     assert run.first("random", 3) == ([], 0.0)
 

@@ -80,3 +80,21 @@ def _call_keeping_the_error(handle: WorkerHandle, raised: list[Exception]) -> No
         handle.call("call", {"function": "recommender.measure.worker:hang", "kwargs": {"seconds": 5}}, 60)
     except Exception as err:  # the handle is closed under it
         raised.append(err)
+
+
+def test_a_worker_started_soon_is_the_one_the_first_call_uses(no_idle, monkeypatch):
+    """start_soon launches the worker in the background (its TVM import overlaps the caller's work); the first
+    call waits for that worker and uses it, no second start; a handle closed while its worker starts stops it."""
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "0")
+    handle = WorkerHandle("soon")
+    handle.start_soon()
+    handle.start_soon()  # a second ask while starting: the same start
+    assert handle._starting is not None
+    handle._starting.join(60)
+    started = handle.pid
+    assert started is not None and _pid_after_ping(handle) == started and handle.restarts == 0
+    handle.close()
+    quitting = WorkerHandle("closed-while-starting")
+    quitting.start_soon()
+    quitting.close()
+    assert quitting.pid is None and quitting._starting is None

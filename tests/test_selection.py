@@ -195,3 +195,31 @@ def test_a_ranker_places_rule_instances_only_of_the_kinds_it_saw_measured():
     assert Ranked(_ByRank(), last_first, rule_kinds=frozenset({"matmul"})).order(pool) == [2, 3, 6, 5, 4, 1, 0]
     assert Ranked(_ByRank(), last_first, rule_kinds=frozenset()).order(pool)[:2] == [2, 3]
     assert Ranked(_ByRank(), last_first).order(pool) == [6, 5, 4, 3, 2, 1, 0]  # None: trusted on every kind
+
+
+def test_a_learned_order_measures_the_best_of_each_candidate_family_first():
+    """The spread: the best-scored candidate of each family (source kind, and for a rule instance which
+    structural knobs it sets), families in the order of their best, then the rest by score. A ranker that
+    scores every reduction-blocked instance low still gets the best of them measured at k = 3 here."""
+    from recommender.transfer.selection import candidate_family, spread_order
+    pool = _pool()
+    blocked = CandidateRow(**{**pool.rows[2].__dict__, "source_rank": 4,
+                              "knobs": {"channels": 8, "rows": 2, "columns": 16, "reduction": 16, "fixed": False}})
+    pool = KernelCandidates(pool.key, pool.rows + (blocked,))
+    families = [candidate_family(r) for r in pool.rows]
+    assert len(set(families)) == 4  # donors, unblocked rule instances, blocked ones, the design-space draw
+    assert families[2] == families[3] == families[4] != families[7]
+    # scores: the rule's fixed tiles best, then the other rule points, the donors, the draw; the blocked last
+    scores = {2: 9.0, 3: 8.0, 4: 7.0, 5: 6.0, 0: 5.0, 1: 4.0, 6: 3.0, 7: 1.0}
+    by_score = sorted(scores, key=lambda i: -scores[i])
+    assert spread_order(pool.rows, by_score) == [2, 0, 6, 7, 3, 4, 5, 1]
+    featurize = lambda rows: np.asarray([[-scores[i]] for i, _ in enumerate(rows)], dtype=float)  # noqa: E731
+    assert Ranked(_ByRank(), featurize).order(pool) == by_score  # a plain ranker's order: no spread
+    assert Ranked(_ByRank(), featurize, spread=True).order(pool) == [2, 0, 6, 7, 3, 4, 5, 1]
+    # a matmul instance's K block and packed layout are families of their own too
+    mm = [CandidateRow(target_model="m", target_kernel="mm", class_key="matmul/s2r1:@matmul", match="sampled",
+                       status="ok", source_model="(matmul rule)", source_rank=i, trace=[[], []],
+                       knobs={"rows": 4, "vectors": 2, "lanes": 16, "k_block": kb, "packed": p})
+          for i, (kb, p) in enumerate([(0, False), (64, False), (0, True), (64, True), (0, False)])]
+    assert len({candidate_family(r) for r in mm}) == 4
+    assert spread_order(mm, [0, 4, 1, 2, 3]) == [0, 1, 2, 3, 4]

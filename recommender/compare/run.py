@@ -1,9 +1,9 @@
 """`schedrec compare`: every way to get a fast model, side by side in one run, with the same measurer.
 
-One model import and one candidate replay feed every selector. Each kernel's default is measured once; each
-selector's candidates are measured in its ranked order, one measurement call per budget step (so the search
-time of budget k is the replay, the ranking, the defaults and the steps up to k, as a budgeted run of k would
-spend it). For each method the chosen schedules become a database, and the whole model is compiled and timed
+One model import and one candidate replay feed every selector. Each kernel's default is measured once; for each
+budget k, each selector's first k candidates are measured in one call, as a budgeted run of k measures them
+(builds in parallel, then timings; the picks of a smaller budget are measured again), so the search time of
+budget k is the replay, the ranking, the defaults and that call. For each method the chosen schedules become a database, and the whole model is compiled and timed
 with it in this process, beside the untuned model, exhaustive replay, the long-tuning reference,
 MetaSchedule from scratch (checkpointed) and what users run instead: PyTorch eager and ONNX Runtime.
 Results go to compare.json (rewritten after each method), compare.md and compare.png.
@@ -47,8 +47,8 @@ class KernelRun:
     found: FoundCandidates
     default: object | None = None  # MeasureResult
     default_wall_s: float = 0.0
-    # selector -> [(measured, wall seconds, planned)]: a step measures the `planned` next candidates of the
-    # selector's order (fewer where the order ends)
+    # selector -> [(measured, wall seconds, k)] by rising k: one call measured the selector's first k candidates
+    # (fewer where its order ends; a larger budget whose first k are the same gets no call of its own)
     steps: dict[str, list[tuple[list[Measured], float, int]]] = field(default_factory=dict)
 
     def known(self) -> dict[int, tuple[object, float]]:
@@ -61,15 +61,13 @@ class KernelRun:
         return out
 
     def first(self, selector: str, k: int) -> tuple[list[Measured], float]:
-        """What a budget of k measured for `selector` and the wall time it took."""
-        out, wall, planned = [], 0.0, 0
-        for measured, w, n in self.steps.get(selector, []):
-            if planned >= k:
+        """What a budget of k measured for `selector` and the wall time its call took."""
+        out: tuple[list[Measured], float] = ([], 0.0)
+        for measured, wall, planned in self.steps.get(selector, []):
+            if planned > k:
                 break
-            out += measured
-            wall += w
-            planned += n
-        return out, wall
+            out = (measured, wall)
+        return out
 
 
 def _choice(run: KernelRun, measured: list[Measured], target: object) -> KernelChoice:
@@ -124,7 +122,13 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     from ..transfer.recommend import load_selector
     log = log or (lambda m: print(m, file=sys.stderr))
     from tqdm import tqdm
-    mr = open_model(spec, target, bank_dir, exclude_models)  # a bad model or bank: nothing written
+    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
+    measurer = Measurer(target.config, settings).start_workers()
+    try:
+        mr = open_model(spec, target, bank_dir, exclude_models)  # a bad model or bank: nothing written
+    except BaseException:
+        measurer.close()
+        raise
     out_dir.mkdir(parents=True, exist_ok=True)
     name = mr.model.name
     budgets = tuple(sorted(set(budgets)))
@@ -135,7 +139,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples,
                                         "tune_missing": tune_missing, "rule_space": rule_space},
                                "date": time.strftime("%Y-%m-%d")})
-    with Measurer(target.config, settings) as measurer:
+    with measurer:
         t0 = time.perf_counter()
         trials = trials_per_kernel(mr.kernels, tune_missing)
         found = {k.name: find_candidates(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,
@@ -144,7 +148,6 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                  for k in tqdm(mr.kernels, desc=f"candidates {name}", unit="kernel", file=sys.stderr)}
         replay_s = time.perf_counter() - t0
         runs = {k.name: KernelRun(found[k.name]) for k in mr.kernels}
-        steps = [b - a for a, b in zip((0,) + budgets, budgets)]
         rank_s, orders = {}, {}
         for sel_name in selectors:
             selector = load_selector(sel_name, recommender_dir, bank_dir, target_key=target.key)
@@ -163,16 +166,16 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             for sel_name in selectors:
                 order, done = orders[sel_name][k.name], 0
                 runs[k.name].steps[sel_name] = []
-                for n in steps:
-                    idx = order[done:done + n]
-                    done += n
-                    if not idx:
-                        break
+                for b in budgets:
+                    idx = order[:b]
+                    if len(idx) == done:  # the order ended: a larger budget measures what a smaller one did
+                        continue
+                    done = len(idx)
                     t1 = time.perf_counter()  # a failed candidate spends its measurement: no replacement
-                    results = measurer.measure([found[k.name].candidates[i].replayed.mod for i in idx],
+                    results = measurer.measure([found[k.name].candidates[i].replayed.to_build for i in idx],
                                                reference=k.mod)
                     runs[k.name].steps[sel_name].append(([Measured(i, r) for i, r in zip(idx, results)],
-                                                         time.perf_counter() - t1, n))
+                                                         time.perf_counter() - t1, b))
         defaults_s = sum(r.default_wall_s for r in runs.values())
         common = {"replay_s": round(replay_s, 2), "defaults_s": round(defaults_s, 2)}
         for sel_name in selectors:
@@ -308,7 +311,7 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
         known = run.known()
         rest = [i for i in run.found.valid if i not in known]
         t0 = time.perf_counter()
-        results = (measurer.measure([run.found.candidates[i].replayed.mod for i in rest], reference=run.found.kernel.mod)
+        results = (measurer.measure([run.found.candidates[i].replayed.to_build for i in rest], reference=run.found.kernel.mod)
                    if rest and run.default is not None else [])
         search += time.perf_counter() - t0 + sum(known[i][1] for i in run.found.valid if i in known)
         by_index = {i: known[i][0] for i in run.found.valid if i in known} | dict(zip(rest, results))

@@ -123,6 +123,13 @@ class Measurer:
         self._reference: tuple[object, str, float] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def start_workers(self) -> "Measurer":
+        """Start the build and timing workers in the background now (each imports TVM, 2-3 s), not at their
+        first call: what the caller does meanwhile (a model's import) hides it. Returns self."""
+        for w in self._builders + [self._timer]:
+            w.start_soon()
+        return self
+
     def close(self) -> None:
         for w in self._builders + [self._timer]:
             w.close()
@@ -169,7 +176,8 @@ class Measurer:
         return results
 
     def build(self, mods: list[object]) -> list[tuple[str | None, str, str, float]]:
-        """Build each module in parallel workers: [(artifact path or None, status, error, seconds)]."""
+        """Build each module (an IRModule or its `tvm.ir.save_json`) in parallel workers: [(artifact path or
+        None, status, error, seconds)]."""
         import tvm
 
         def build_one(handle: WorkerHandle, mod_json: str) -> tuple:
@@ -194,7 +202,8 @@ class Measurer:
                 return None, CRASH, f"build: {type(err).__name__}: {err}", time.perf_counter() - t0
 
         with exclusive("building kernels"):
-            return self._in_parallel([tvm.ir.save_json(mod) for mod in mods], build_one)
+            return self._in_parallel([mod if isinstance(mod, str) else tvm.ir.save_json(mod) for mod in mods],
+                                     build_one)
 
     # -- timing ----------------------------------------------------------------------------------
     def time_artifact(self, path: str, args_info: list, seed: int = 0,
@@ -262,7 +271,8 @@ class Measurer:
 
     def measure(self, mods: list[object], args_infos: list[list] | None = None,
                 reference: object | None = None, settings: MeasureSettings | None = None) -> list[MeasureResult]:
-        """Build all modules (in parallel), then time the built ones one after another. With `reference`
+        """Build all modules (in parallel; each an IRModule or its JSON), then time the built ones one after
+        another. With `reference`
         (the unscheduled kernel), every candidate's output is checked against it before timing; the reference's
         build is kept for the next calls with the same reference, and the reference itself among `mods` (the
         kernel's default) is timed from that build, unchecked. `settings`
@@ -294,7 +304,7 @@ class Measurer:
             if path is None:
                 out.append(MeasureResult(status, error=error, build_s=build_s))
                 continue
-            info = args_infos[i] if args_infos is not None else kernel_args(mods[i])
+            info = args_infos[i] if args_infos is not None else kernel_args(_module(mods[i], reference))
             if bounds and any(b is not None for b in bounds) and len(bounds) == len(info):
                 info = [[list(shape), dtype, b] for (shape, dtype, *_), b in zip(info, bounds)]
             r = self.time_artifact(path, info, reference_path=ref_path, settings=settings)
@@ -409,3 +419,14 @@ class Measurer:
         return {"target": self.target_config, "settings": self.settings.to_json(),
                 "timer_restarts": self._timer.restarts, "stats": dict(self.stats),
                 "builder_restarts": sum(b.restarts for b in self._builders)}
+
+
+def _module(mod: object, reference: object | None) -> object:
+    """The module a measured item stands for, for its arguments: a module given as JSON is a candidate of the
+    `reference` kernel, whose arguments it has (loaded only where there is no reference)."""
+    if not isinstance(mod, str):
+        return mod
+    if reference is not None:
+        return reference
+    import tvm
+    return tvm.ir.load_json(mod)

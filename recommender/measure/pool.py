@@ -91,6 +91,7 @@ class WorkerHandle:
         # close() may come from another thread while a request waits: whoever takes the worker out of the
         # handle (under this lock) is the one that stops it and closes its pipe, exactly once
         self._own = threading.Lock()
+        self._starting: threading.Thread | None = None  # start_soon's thread, until a call or close joins it
 
     @property
     def pid(self) -> int | None:
@@ -212,8 +213,28 @@ class WorkerHandle:
                 self.restarts += 1
                 raise WorkerCrash(f"{self.name}: worker died (exit code {proc.returncode})")
 
+    def start_soon(self) -> None:
+        """Start the worker in a background thread, so that its TVM import overlaps the caller's own work (a
+        model's import); the next call or close waits for it. A start that fails there is tried again by the
+        call, which then raises."""
+        if self._starting is None and not self._alive():
+            self._starting = threading.Thread(target=self._start_quietly, name=f"{self.name}-start", daemon=True)
+            self._starting.start()
+
+    def _start_quietly(self) -> None:
+        try:
+            self._start()
+        except (WorkerCrash, WorkerTimeout, WorkerError, OSError):
+            pass  # call() starts it again and raises what it gets
+
+    def _join_start(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+
     def call(self, op: str, payload: dict, timeout: float) -> object:
         """Run one request; a dead worker is replaced first."""
+        self._join_start()
         if not self._alive():
             self._kill()
             self._start()
@@ -222,6 +243,7 @@ class WorkerHandle:
     def close(self) -> None:
         """Keep the live worker idle for the next handle of its kind (when allowed and not in the middle of a
         request), else stop it."""
+        self._join_start()
         limit = 0 if self._busy else warm_limit()
         proc, conn = self._detach()
         if conn is None:

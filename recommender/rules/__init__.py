@@ -17,6 +17,8 @@ from .matmul import MatmulRule
 
 RULES: dict[str, ScheduleRule] = {r.name: r for r in (ConvRule(), MatmulRule(), LoopRule())}
 TILE_RULES = tuple(name for name, r in RULES.items() if r.classes)
+# every rule's knobs that shape the loop nest (`ScheduleRule.structural`), in registry order
+STRUCTURAL_KNOBS = tuple(dict.fromkeys(k for r in RULES.values() for k in r.structural))
 
 
 def rule_named(name: str) -> ScheduleRule:
@@ -31,5 +33,5 @@ def tile_rule_for(class_key: str) -> ScheduleRule | None:
     return next((r for r in RULES.values() if r.applies_to(class_key)), None)
 
 
-__all__ = ["RuleInstance", "ScheduleRule", "ConvRule", "MatmulRule", "LoopRule", "RULES", "TILE_RULES",
+__all__ = ["RuleInstance", "ScheduleRule", "ConvRule", "MatmulRule", "LoopRule", "RULES", "TILE_RULES", "STRUCTURAL_KNOBS",
            "rule_named", "tile_rule_for"]

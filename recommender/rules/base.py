@@ -26,11 +26,14 @@ class RuleInstance:
 class ScheduleRule(ABC):
     """A family of hand-written schedules. Subclasses set `name` (the registry key), `source` (the source
     model of their candidates in rows and reports) and `classes` (the kernel class prefixes they apply to;
-    empty: any kernel without a donor), and implement `instances`."""
+    empty: any kernel without a donor), and implement `instances`. `structural`: the knobs that change the
+    loop nest's shape rather than a tile size (a reduction block, a packed layout): instances with and without
+    one are different families of schedule (`transfer.selection.candidate_family`)."""
 
     name: ClassVar[str]
     source: ClassVar[str]
     classes: ClassVar[tuple[str, ...]] = ()
+    structural: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:

@@ -156,6 +156,7 @@ class ConvRule(ScheduleRule):
     name = "conv"
     source = "(conv rule)"
     classes = ("conv2d/", "group_conv2d/", "depthwise_conv2d/", "conv3d/")
+    structural = ("reduction", "flat")
 
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
         return rule_instances(mod, lanes=lanes)

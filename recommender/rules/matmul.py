@@ -155,6 +155,7 @@ class MatmulRule(ScheduleRule):
     name = "matmul"
     source = "(matmul rule)"
     classes = ("matmul/", "batch_matmul/")
+    structural = ("k_block", "packed")
 
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
         return rule_instances(mod, lanes=lanes)

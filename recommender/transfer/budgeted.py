@@ -66,7 +66,13 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     log = log or stderr_log
     if (budget is None) == (per_kernel is None):
         raise ValueError("give a total budget or a per-kernel budget, not both or neither")
-    mr = open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
+    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
+    measurer = Measurer(target.config, settings).start_workers()
+    try:
+        mr = open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
+    except BaseException:
+        measurer.close()
+        raise
     name = mr.model.name
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
@@ -77,7 +83,7 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     with locked(out_dir, f"transfer {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz")
-        with Measurer(target.config, settings) as measurer:
+        with measurer:
             found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples, tune_missing,
                                 rule_space)
             plan = _plan(mr, bank_dir, rows, found, selector, budget, per_kernel)

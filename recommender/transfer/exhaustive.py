@@ -26,14 +26,20 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     """Transfer-tune a model by exhaustive replay of its whole pool (the bank's donors, and up to `rule_space`
     instances of each kernel's tile-rule template, or its fixed tiles alone with 0); returns (and writes) the
     report. A resumed run measures again the kernels that have a candidate whose status is in `remeasure`."""
-    mr = open_model(spec, target, bank_dir, exclude_models)
+    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
+    measurer = Measurer(target.config, settings).start_workers()
+    try:
+        mr = open_model(spec, target, bank_dir, exclude_models)
+    except BaseException:
+        measurer.close()
+        raise
     run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
            "fast_math": (settings or MeasureSettings()).fast_math, "rule_space": rule_space}
     with locked(out_dir, f"replay {spec}"):
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)
-        with Measurer(target.config, settings) as measurer:
+        with measurer:
             choices = list(drive(
                 mr.kernels, rows, mr.model.name, name=lambda k: k.name,
                 step=lambda k: transfer_kernel(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,

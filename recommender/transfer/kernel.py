@@ -139,7 +139,7 @@ def measure_kernel(found: FoundCandidates, measurer: Measurer, target: object, s
     kernel = found.kernel
     t0 = time.perf_counter()
     picked = found.valid if selected is None else [i for i in selected if found.candidates[i].status == OK]
-    mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.mod for i in picked]
+    mods = ([kernel.mod] if measure_default else []) + [found.candidates[i].replayed.to_build for i in picked]
     results = measurer.measure(mods, reference=kernel.mod, settings=settings) if mods else []
     default = results.pop(0) if measure_default else None
     choice = choose(found, default, dict(zip(picked, results)), target, measure_default)

@@ -19,7 +19,8 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
                   target_key: str | None = None) -> Selector:
     """`random` (seeded; `random@S`: seed S), a restricted baseline (`selection.restricted`, over the heuristic),
     or a ranker by name: learned ones are loaded from `<recommender_dir>/rankers/<name>` and refused if they
-    were trained on another feature version. A ranker trained across targets (its meta says `hardware`)
+    were trained on another feature version, and their order is spread over the pool's families first
+    (`selection.spread_order`). A ranker trained across targets (its meta says `hardware`)
     featurizes with the hardware of `target_key`, the CPU the transfer runs for."""
     given = random_seed(name)
     if given != -1:
@@ -50,7 +51,7 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
         ranker = cls.load(folder, feature_version=featurizer.version)
         # a ranker saved before rule kinds were recorded saw no rule instance (the matrix had none)
         kinds = frozenset(meta.get("rule_kinds", ()))
-        return Ranked(ranker, featurize_for(featurizer, cls.feature_set), rule_kinds=kinds)
+        return Ranked(ranker, featurize_for(featurizer, cls.feature_set), rule_kinds=kinds, spread=True)
     else:  # a baseline: built for this featurizer's columns (the heuristic reads three of them by name)
         from training.evaluate import make_ranker
         ranker = make_ranker(name, featurizer)
@@ -66,6 +67,6 @@ def leave_out_selector(data: TargetData, model: str, name: str = "lgbm") -> Rank
     if ranker_class(name).uses_extra_groups:
         rows += leave_model_out(data.extra, model)[0]
     ranker = fit_ranker(name, trainable(rows), data.table)
-    selector = Ranked(ranker, featurize_for(data.featurizer, ranker.feature_set))
+    selector = Ranked(ranker, featurize_for(data.featurizer, ranker.feature_set), spread=True)
     selector.name = f"{name} (trained without {model})"
     return selector

@@ -8,7 +8,6 @@ reduction rewriting), as MetaSchedule does for its own candidates.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from featurize.tir_structure import all_blocks, anchor_index, block_infos
@@ -31,12 +30,35 @@ class ReplayFailure(Exception):
         self.message = message
 
 
-@dataclass
 class Replayed:
-    mod: object  # the postprocessed schedule's IRModule, on the target kernel
-    trace_json: list  # the replayed trace (target block names, no postproc part)
-    sch: object = None  # the tvm.s_tir.Schedule itself (None when replayed in another process)
-    knobs: dict | None = None  # a rule instance's knob values (+ "fixed": one of the rule's fixed instances)
+    """A schedule replayed onto a target kernel: the postprocessed module, the replayed trace (target block names,
+    no postproc part), the tvm.s_tir.Schedule itself where it was replayed in this process, and a rule
+    instance's knob values (+ "fixed": one of the rule's fixed instances). A schedule replayed in a worker
+    comes back as its module's JSON, loaded on first use of `mod`: a ranked pool's modules are mostly never
+    measured (loading 64 conv instances took 0.23 s of the main process, llvm-rocketlake-2c), and a build sends
+    the JSON on as it came (`to_build`)."""
+
+    def __init__(self, mod: object = None, trace_json: list | None = None, sch: object = None,
+                 knobs: dict | None = None, mod_json: str | None = None) -> None:
+        if mod is None and mod_json is None:
+            raise ValueError("a replayed schedule needs its module or the module's JSON")
+        self._mod, self.mod_json = mod, mod_json
+        self.trace_json, self.sch, self.knobs = trace_json, sch, knobs
+
+    @property
+    def mod(self) -> object:
+        if self._mod is None:
+            import tvm
+            self._mod = tvm.ir.load_json(self.mod_json)
+        return self._mod
+
+    @property
+    def to_build(self) -> object:
+        """What `Measurer.measure` takes for it: the module's JSON where it came as JSON, else the module."""
+        return self.mod_json if self.mod_json is not None else self._mod
+
+    def with_knobs(self, knobs: dict | None) -> "Replayed":
+        return Replayed(self._mod, self.trace_json, self.sch, knobs, self.mod_json)
 
 
 def block_mapping(source_mod: object, target_mod: object) -> dict[str, str]:
@@ -217,8 +239,6 @@ def replay_isolated_many(measurer: object, sources: list[tuple[list, object, boo
     order, each a Replayed or the ReplayFailure it ended with. A replay that kills TVM or runs past
     `timeout_s` is a failure (replay_crash, replay_timeout) and costs only its worker. A Replayed holds
     the module, not a Schedule: apply_replayed(r.trace_json, ...) rebuilds the Schedule where needed."""
-    import tvm
-
     from ..measure.pool import WorkerCrash, WorkerTimeout
     target_json = _saved_json(target_mod)
     jobs = [{"trace_json": trace_json, "source_mod_json": _saved_json(source_mod), "target_mod_json": target_json,
@@ -235,7 +255,7 @@ def replay_isolated_many(measurer: object, sources: list[tuple[list, object, boo
         elif "reason" in out:
             results.append(ReplayFailure(out["reason"], out["message"]))
         else:
-            results.append(Replayed(mod=tvm.ir.load_json(out["mod_json"]), trace_json=out["trace_json"]))
+            results.append(Replayed(mod_json=out["mod_json"], trace_json=out["trace_json"]))
     return results
 
 
@@ -316,14 +336,16 @@ def _tile_rule_parts(mod: object, target: object, rule: str, space: int,
 
 def _postprocessed(schedules: list[object], mod: object, target: object,
                    knobs: list[dict] | None = None) -> list[tuple[int, Replayed]]:
-    """Each schedule postprocessed, with its index; the ones a postprocessor rejects are left out."""
+    """Each schedule postprocessed, with its index; the ones a postprocessor rejects are left out. The
+    kernel's postprocessors are made once (a TuneContext each time was a fifth of a rule space's build)."""
     out = []
+    postprocs = postprocs_for(mod, target) if schedules else None
     for n, sch in enumerate(schedules):
         try:
-            r = postprocess(sch, mod, target, None)
+            r = postprocess(sch, mod, target, postprocs)
         except ReplayFailure:  # a postprocessor rejected it: left out
             continue
-        out.append((n, replace(r, knobs=knobs[n]) if knobs else r))
+        out.append((n, r.with_knobs(knobs[n]) if knobs else r))
     return out
 
 
@@ -332,7 +354,6 @@ def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv", timeo
     """tile_rule_schedules, in `measurer`'s build workers: a rule space's instances are postprocessed in
     parts, one per worker (a 32-instance conv space takes seconds in one); the rule's order is kept, and a
     worker that dies loses its part only."""
-    import tvm
 
     from ..measure.pool import WorkerCrash, WorkerError, WorkerTimeout
     parts = max(1, measurer.settings.build_workers) if space else 1
@@ -341,7 +362,7 @@ def tile_rules_isolated(measurer: object, mod: object, rule: str = "conv", timeo
     outs = measurer.call_isolated_many("recommender.transfer.replay:tile_rules_serialized", jobs, timeout_s)
     found = sorted((o for out in outs if not isinstance(out, (WorkerTimeout, WorkerCrash, WorkerError))
                     for o in out), key=lambda o: o["index"])
-    return [Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"], knobs=o.get("knobs"))
+    return [Replayed(mod_json=o["mod_json"], trace_json=o["trace_json"], knobs=o.get("knobs"))
             for o in found]
 
 
@@ -368,11 +389,10 @@ def sample_isolated(measurer: object, mod: object, n: int, seed: int = 0, timeou
                     rules: bool = False) -> tuple[list[Replayed], list[Replayed]]:
     """(rule_schedules if `rules`, sample_schedules), run in one of `measurer`'s build workers; a draw that
     kills TVM costs only its worker (none of either then)."""
-    import tvm
     kwargs = {"mod_json": _saved_json(mod), "target_config": measurer.target_config, "n": n, "seed": seed,
               "rules": rules}
     out = _in_worker(measurer, "recommender.transfer.replay:sample_serialized", kwargs, timeout_s)
-    drawn = [(o.get("rule", False), Replayed(mod=tvm.ir.load_json(o["mod_json"]), trace_json=o["trace_json"]))
+    drawn = [(o.get("rule", False), Replayed(mod_json=o["mod_json"], trace_json=o["trace_json"]))
              for o in out]
     return [r for rule, r in drawn if rule], [r for rule, r in drawn if not rule]
 
