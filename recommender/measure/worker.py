@@ -289,7 +289,7 @@ def _time(payload: dict) -> list[float]:
     dev.sync()
     call_s = (time.perf_counter() - t0) / max(1, payload["warmup"])
     repeat = timing_repeats(call_s, payload["number"], payload["repeat"], payload.get("max_timing_s", 0.0))
-    if not repeat:  # one call is over the timing cap: the warmup was the timing
+    if not repeat:  # time_evaluator would run past the timing cap: the warmup was the timing
         return [call_s]
     evaluator = lib.time_evaluator("main", dev, number=payload["number"], repeat=repeat,
                                    min_repeat_ms=payload["min_repeat_ms"],
@@ -299,16 +299,16 @@ def _time(payload: dict) -> list[float]:
 
 def timing_repeats(call_s: float, number: int, repeat: int, max_timing_s: float) -> int:
     """How many repeats a kernel whose warmup call took `call_s` gets: `repeat`, or as many as fit in
-    `max_timing_s` (one at least) where `repeat` would run longer, or 0 where one call alone runs longer than
-    `max_timing_s`: its warmup call is then its timing (time_evaluator would run it twice more, once to warm
-    up and once timed; a kernel's default of plain loops runs 0.1-0.3 s a call on a U-Net). In the rule-space
+    `max_timing_s` (one at least) where `repeat` would run longer, or 0 where the least time_evaluator runs
+    (its own warm-up call, then `number` calls timed) would run longer than `max_timing_s`: the warmup call
+    is then its timing (a kernel's default of plain loops runs 0.1-0.3 s a call on a U-Net). In the rule-space
     matrix of llvm-znver4-2c (11,311 timings of 5 repeats), 4.8% of the timings were over 40 ms a call and took
     a third of the running time; their first repeat was within 0.8% of their median of five at the median and
     9.5% at the 90th percentile, against 0.5% and 5-7% for the faster ones: a slow kernel is timed about as
     well by one."""
     if not max_timing_s or call_s * number * repeat <= max_timing_s:
         return repeat
-    if call_s > max_timing_s:
+    if call_s * (1 + number) > max_timing_s:
         return 0
     return max(1, min(repeat, int(max_timing_s / max(call_s * number, 1e-9))))
 
