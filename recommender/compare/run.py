@@ -24,7 +24,7 @@ from ..target.spec import TargetSpec
 from ..transfer.choice import KernelChoice
 from ..transfer.database import write_database
 from ..transfer.kernel import FoundCandidates, choose, find_candidates
-from ..transfer.run import ModelRun, open_model
+from ..transfer.run import ModelRun, open_model_measured
 from ..transfer.selection import KernelCandidates, Selector, ranked
 from ..transfer.short_tune import trials_per_kernel
 
@@ -122,13 +122,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     from ..transfer.recommend import load_selector
     log = log or (lambda m: print(m, file=sys.stderr))
     from tqdm import tqdm
-    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
-    measurer = Measurer(target.config, settings).start_workers()
-    try:
-        mr = open_model(spec, target, bank_dir, exclude_models)  # a bad model or bank: nothing written
-    except BaseException:
-        measurer.close()
-        raise
+    # a bad model or bank: nothing written
+    measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = mr.model.name
     budgets = tuple(sorted(set(budgets)))

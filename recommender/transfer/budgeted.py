@@ -25,7 +25,7 @@ from ..target.spec import TargetSpec
 from .choice import KernelChoice, choice_from_rows
 from .driver import RowFile, drive
 from .kernel import FoundCandidates, find_candidates, measure_kernel
-from .run import ModelRun, check_run, finish, open_model, totals
+from .run import ModelRun, check_run, finish, open_model_measured, totals
 from .selection import KernelCandidates, Selector, ranked, split_budget
 from .short_tune import trials_per_kernel
 
@@ -66,13 +66,7 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     log = log or stderr_log
     if (budget is None) == (per_kernel is None):
         raise ValueError("give a total budget or a per-kernel budget, not both or neither")
-    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
-    measurer = Measurer(target.config, settings).start_workers()
-    try:
-        mr = open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
-    except BaseException:
-        measurer.close()
-        raise
+    measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings, pack_weights=pack_weights)
     name = mr.model.name
     run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,

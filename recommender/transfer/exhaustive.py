@@ -11,12 +11,12 @@ from pathlib import Path
 
 from ..bank.store import locked
 from ..core.fileio import atomic_write_json, display_path
-from ..measure import MeasureSettings, Measurer
+from ..measure import MeasureSettings
 from ..target.spec import TargetSpec
 from .choice import choice_from_rows
 from .driver import RowFile, drive
 from .kernel import transfer_kernel
-from .run import check_run, finish, open_model, totals
+from .run import check_run, finish, open_model_measured, totals
 
 
 def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
@@ -26,13 +26,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     """Transfer-tune a model by exhaustive replay of its whole pool (the bank's donors, and up to `rule_space`
     instances of each kernel's tile-rule template, or its fixed tiles alone with 0); returns (and writes) the
     report. A resumed run measures again the kernels that have a candidate whose status is in `remeasure`."""
-    # the workers start now, so that their TVM import overlaps the model's (search time excludes neither)
-    measurer = Measurer(target.config, settings).start_workers()
-    try:
-        mr = open_model(spec, target, bank_dir, exclude_models)
-    except BaseException:
-        measurer.close()
-        raise
+    measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings)
     run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
            "fast_math": (settings or MeasureSettings()).fast_math, "rule_space": rule_space}

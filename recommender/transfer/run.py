@@ -51,6 +51,19 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
     return ModelRun(spec, target, tt, model, kernels, index, exclude, time.perf_counter() - t0)
 
 
+def open_model_measured(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = (),
+                        settings: MeasureSettings | None = None,
+                        pack_weights: bool = False) -> tuple[Measurer, ModelRun]:
+    """A Measurer whose workers start first, so that their TVM import overlaps the model's (search time
+    excludes neither), and the model opened (`open_model`); the measurer is closed if the model fails to open."""
+    measurer = Measurer(target.config, settings).start_workers()
+    try:
+        return measurer, open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
+    except BaseException:
+        measurer.close()
+        raise
+
+
 # settings that runs recorded before they existed ran with: such a run resumes under these values only
 ADDED_SETTINGS = {"tune_missing": 0, "pack_weights": False, "fast_math": False, "rule_space": 0}
 
