@@ -44,6 +44,9 @@ BREAKS = (
           '    path = folder / ".lock"\n    if path.exists():\n'
           '        raise BankError(f"{folder} is in use by another schedrec run ({what})")\n',
           ("tests/test_run_control.py::test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not",)),
+    Break("workers-unprepared", "the build workers load TVM's tensor intrinsics at the first replay (in search time)",
+          "recommender/measure/measurer.py", "            w.start_soon(prepare=True)\n", "            w.start_soon()\n",
+          ("tests/test_pool.py::test_the_measurers_workers_are_up_and_ready_to_replay_when_the_search_starts",)),
     Break("pause", "PAUSE no longer holds the run between kernels",
           "recommender/bank/store.py", "    if pause.exists():\n", "    if False:\n",
           ("tests/test_run_control.py::test_pause_holds_the_driver_between_kernels",)),
@@ -340,6 +343,47 @@ BREAKS = (
           "    return BankFiles(where) if isinstance(where, Path) else RemoteBankFiles(where)",
           "    return BankFiles(Path(str(where)))",
           ("tests/test_bank_index.py::test_a_bank_at_a_url",)),
+    Break("cluster-tune-twice", "bank tune --cluster tunes a resumed kernel's trials again on top of the records it kept",
+          "recommender/bank/tune_cluster.py", "trials_per_task - n, trials_per_iter", "trials_per_task, trials_per_iter",
+          ("tests/test_cluster.py::test_bank_tune_on_a_local_cluster_tunes_what_a_local_tune_does_and_resumes_without_"
+           "tuning_twice",)),
+    Break("add-run-held-out-model", "bank add-run files a held-out model given another --name",
+          "recommender/bank/add_run.py", "    for which in dict.fromkeys(n for n in (name, model) if n):",
+          "    for which in dict.fromkeys(n for n in (name,) if n):",
+          ("tests/test_transfer.py::test_add_run_refuses_unchecked_unfinished_and_held_out_runs_and_a_banked_"
+           "model_unless_asked",)),
+    Break("add-run-banked-model", "bank add-run files a model the bank already holds without being asked",
+          "recommender/bank/add_run.py", "            if not allow_model_in_bank:\n", "            if False:\n",
+          ("tests/test_transfer.py::test_add_run_refuses_unchecked_unfinished_and_held_out_runs_and_a_banked_"
+           "model_unless_asked",)),
+    Break("add-run-unfinished", "bank add-run files an unfinished run (no report.json)",
+          "recommender/bank/add_run.py", '    if not (run_dir / "report.json").is_file():\n', "    if False:\n",
+          ("tests/test_transfer.py::test_add_run_refuses_unchecked_unfinished_and_held_out_runs_and_a_banked_"
+           "model_unless_asked",)),
+    Break("add-run-unchecked", "bank add-run files candidates whose output check failed",
+          "recommender/bank/add_run.py", "r.status == OK and r.latency_s", "r.latency_s",
+          ("tests/test_transfer.py::test_add_run_refuses_unchecked_unfinished_and_held_out_runs_and_a_banked_"
+           "model_unless_asked",)),
+    Break("add-run-twice", "a repeated bank add-run of the same run is refused or files it again, not a no-op",
+          "recommender/bank/add_run.py", "        if filed is not None:\n", "        if False:\n",
+          ("tests/test_transfer.py::test_an_interrupted_or_repeated_add_run_files_the_model_once_with_every_record",)),
+    Break("add-run-resume", "an add-run stopped before its meta.json cannot be completed by its rerun",
+          "recommender/bank/add_run.py", "        if name in metas:\n",
+          "        if name in metas or folder.exists():\n",
+          ("tests/test_transfer.py::test_an_interrupted_or_repeated_add_run_files_the_model_once_with_every_record",)),
+    Break("model-timing-caveat", "a model timing kept with every try spoiled is reported without its caveat",
+          "recommender/measure/measurer.py",
+          "                result.kept_spoiled, result.tries = kind, attempt + 1  # reports carry its caveat\n",
+          "                pass\n",
+          ("tests/test_transfer.py::test_a_model_timing_with_no_clean_run_is_reported_with_its_caveat",)),
+    Break("baseline-caveat", "a PyTorch / ONNX Runtime timing kept with every try spoiled carries no caveat",
+          "recommender/compare/baselines.py", "            if not contention.spoiled(watch.share):\n",
+          "            if True:\n",
+          ("tests/test_compare_logic.py::test_a_baseline_timing_stalled_in_every_try_is_kept_with_its_caveat",)),
+    Break("compare-caveat-unmarked", "compare.md no longer marks a method timed with no clean run",
+          "recommender/compare/run.py", '        mark = " (!)" if m.get("timing_caveat") else ""', '        mark = ""',
+          ("tests/test_compare_logic.py::test_methods_timed_with_no_clean_run_are_marked_in_the_table_and_the_"
+           "summary_until_retimed",)),
 )
 
 

@@ -1,5 +1,5 @@
-"""--cluster: the transfer matrix measured on Dask workers and the lgbm ranker fitted with LightGBM's Dask
-interface give what the local run gives; a worker of another CPU is refused; a killed worker or client
+"""--cluster: the transfer matrix measured and the bank tuned on Dask workers and the lgbm ranker fitted with
+LightGBM's Dask interface give what the local run gives; a worker of another CPU is refused; a killed worker or client
 loses no row and writes none twice; and without --cluster Dask is never imported. Real TVM, real Dask."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -244,3 +245,79 @@ def test_a_cluster_matrix_equals_the_local_run_with_a_worker_killed_and_resumes_
         r = run_cli(*argv, "--cluster", cluster.scheduler_address)
         assert r.returncode == 0 and "workers;" not in r.stderr
         assert {p.name: p.read_bytes() for p in out.glob("*.jsonl.gz")} == before
+
+
+# -- bank tune --cluster ---------------------------------------------------------------------------
+# the donor_bank fixture's tuning (conftest.py): the test suite's smallest model, 3 trials per kernel
+TUNE_ARGS = ("--trials-per-task", "3", "--min-share", "0", "--repeat", "2", "--min-repeat-ms", "1",
+             "--trials-per-iter", "3", "--population-size", "16")
+
+
+def _tuned(folder) -> tuple[dict, dict]:
+    """What two tunings of one model must share: records per workload (by its structural hash) and, per
+    kernel of the meta, whether it is tuned, its status and its trials."""
+    from recommender.bank.store import read_meta, read_records
+    workloads, records = read_records(folder)
+    per_workload = Counter(workloads[r.workload_index][0] for r in records)
+    kernels = {name: (k["tuned"], k["status"], k["trials"]) for name, k in read_meta(folder)["kernels"].items()}
+    return dict(per_workload), kernels
+
+
+def _bank_bytes(folder) -> dict:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.suffix in (".gz", ".json")}
+
+
+@pytest.mark.slow
+def test_bank_tune_on_a_local_cluster_tunes_what_a_local_tune_does_and_resumes_without_tuning_twice(
+        donor_bank, tmp_path):
+    """On LocalCluster(n_workers=2, threads_per_worker=1), `bank tune --cluster` of the smallest model (one task
+    per kernel, the records written by the client) gives the local tune's workloads, record counts and kernels
+    (latencies may differ). A kernel left short of its trials (as a raised --trials-per-task leaves it) is tuned
+    alone by the rerun, from the records it has: none is measured twice. A run with nothing to tune reaches no
+    cluster and changes no file."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    from recommender.bank.groups import record_groups
+    from recommender.bank.store import read_meta, read_records
+    from recommender.measure.cluster import QUIET_WORKERS
+
+    from .conftest import save_pt2
+    spec = save_pt2(tmp_path / "donor.pt2", 8, 32)  # the model of donor_bank, under the same name
+    bank, folder = tmp_path / "bank", tmp_path / "bank" / "donor"
+    argv = ["bank", "tune", "--models", spec, "--bank", str(bank), *TUNE_ARGS]
+    local = _tuned(donor_bank / "donor")
+    with dask.config.set(QUIET_WORKERS):  # as local:2 starts it; one cluster for both runs, as a standing one
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster:
+        t0 = time.perf_counter()
+        r = run_cli(*argv, "--cluster", cluster.scheduler_address)
+        print(f"bank tune --cluster (2 workers): {time.perf_counter() - t0:.1f} s; "
+              f"{[line for line in r.stderr.splitlines() if ' kernels in ' in line]}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"{len(local[0])} kernels of 1 models to tune" in r.stderr and len(local[0]) > 1
+        assert _tuned(folder) == local
+        assert json.loads((folder / "meta.json").read_text())["last_run"]["cluster"]["workers"] == 2
+        assert (bank / ".index").is_dir()  # the index left fresh, as by a local tune
+
+        # a kernel left with one of its three records (the lightest kernel: its search is the shortest)
+        workloads, records = read_records(folder)
+        groups = [g for g, _ in record_groups(folder, read_meta(folder), workloads, records)]
+        lightest = min(groups, key=lambda g: g.flops or 0)
+        path = folder / "database_tuning_record.json.gz"
+        with gzip.open(path, "rt") as f:
+            lines = f.readlines()
+        drop = [i for i, line in enumerate(lines) if json.loads(line)[0] == lightest.workload][-2:]
+        with gzip.open(path, "wt") as f:
+            f.writelines(line for i, line in enumerate(lines) if i not in drop)
+        t0 = time.perf_counter()
+        r = run_cli(*argv, "--cluster", cluster.scheduler_address)
+        print(f"the rerun ({lightest.kernel}): {time.perf_counter() - t0:.1f} s")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "1 kernels of 1 models to tune" in r.stderr
+        assert _tuned(folder) == local  # the missing two tuned, the kept one not again
+
+    before = _bank_bytes(folder)
+    r = run_cli(*argv, "--cluster", "local:2")
+    assert r.returncode == 0 and "workers;" not in r.stderr, r.stderr[-3000:]
+    assert _bank_bytes(folder) == before

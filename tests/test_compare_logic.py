@@ -133,3 +133,49 @@ def test_a_baseline_timing_another_process_stalled_is_timed_again(monkeypatch):
     calls = []
     costs = baselines._median_of_repeats(lambda: calls.append(1), repeat=2, min_repeat_s=0.0)
     assert len(seen) == 3 and len(costs) == 2 and len(calls) == 1 + 3 * 2  # warm-up, then 3 tries of 2 repeats
+
+
+def test_a_baseline_timing_stalled_in_every_try_is_kept_with_its_caveat(monkeypatch):
+    """A PyTorch or ONNX Runtime timing whose every try the stall detector reads as spoiled is kept, the last try,
+    with a caveat; a clean first try has none (the costs read as a plain list either way)."""
+    from recommender.compare import baselines
+    from recommender.measure import contention
+    monkeypatch.setattr(contention, "RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr(contention, "spoiled", lambda share: True)
+    costs = baselines._median_of_repeats(lambda: None, repeat=2, min_repeat_s=0.0)
+    assert len(costs) == 2 and baselines.median(costs) >= 0
+    assert costs.caveat.startswith(f"no clean run in {contention.RETRIES + 1} tries: another process took the CPU")
+    monkeypatch.setattr(contention, "spoiled", lambda share: False)
+    assert baselines._median_of_repeats(lambda: None, repeat=2, min_repeat_s=0.0).caveat is None
+
+
+def test_a_kept_spoiled_model_timing_says_why_and_a_clean_one_says_nothing():
+    from recommender.measure import MeasureResult
+    contended = MeasureResult("ok", [0.01], stall_share=0.34, kept_spoiled="contended", tries=13)
+    assert contended.caveat == ("no clean run in 13 tries: another process took the CPU in every try (the kept one "
+                                "stalled 34% of its time); the figure is likely too slow")
+    slow = MeasureResult("ok", [0.01], parallel_ratio=1.93, kept_spoiled="not_parallel", tries=1)
+    assert "1 try: the timing worker's threads did not run side by side in any try (parallel probe 1.93)" in slow.caveat
+    assert MeasureResult("ok", [0.01], stall_share=0.34).caveat is None
+
+
+def test_methods_timed_with_no_clean_run_are_marked_in_the_table_and_the_summary_until_retimed():
+    """compare.md marks a method whose model timing got no clean run and prints its caveat under the table; the
+    pool summary marks its cell and lists it, and a retimed latency (a quiet machine's rounds) drops the mark.
+    Without caveats, the table has neither."""
+    from recommender.compare.summary import budget_table, model_summary
+    methods = _methods()
+    clean = format_compare({"model": "m", "target_key": "k", "threads": 2, "date": "d", "methods": methods})
+    assert "(!)" not in clean and "no clean run" not in clean
+    methods["lgbm-k3"]["timing_caveat"] = "no clean run in 13 tries: another process took the CPU in every try"
+    methods["pytorch"]["timing_caveat"] = "no clean run in 3 tries: another process took the CPU in every try"
+    md = format_compare({"model": "m", "target_key": "k", "threads": 2, "date": "d", "methods": methods})
+    assert next(ln for ln in md.splitlines() if ln.startswith("| lgbm-k3 ")).startswith("| lgbm-k3 | 8.00 (!) |")
+    assert "- (!) lgbm-k3: no clean run in 13 tries" in md and "- (!) pytorch: no clean run in 3 tries" in md
+    assert "(!)" not in next(ln for ln in md.splitlines() if ln.startswith("| lgbm-k1 "))
+    data = {"model": "m", "target_key": "k", "methods": methods}
+    table = budget_table([model_summary(data)])
+    assert "| m | lgbm | " in table and "8.00 (!) (0.97, 60)" in table and "pytorch 12.00 ms (!)" in table
+    assert "- m lgbm-k3: no clean run in 13 tries" in table and "10.00 (!)" not in table
+    retimed = model_summary(data, {"rounds": 5, "methods": {"lgbm-k3": {"median_s": 0.0079}}})
+    assert set(retimed["timing_caveats"]) == {"pytorch"} and "7.90 (!)" not in budget_table([retimed])

@@ -98,3 +98,17 @@ def test_a_worker_started_soon_is_the_one_the_first_call_uses(no_idle, monkeypat
     quitting.start_soon()
     quitting.close()
     assert quitting.pid is None and quitting._starting is None
+
+
+def test_the_measurers_workers_are_up_and_ready_to_replay_when_the_search_starts(no_idle, monkeypatch):
+    """Search time excludes the workers' start (docs/design.md, "Search time"): `wait_ready` returns once every
+    worker begun by `start_workers` answers, and the build workers (which replay) have TVM's tensor intrinsics
+    loaded already, so the first replay does not pay 1-3 s for them."""
+    from recommender.measure import Measurer
+    from recommender.target.spec import parse_target
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "0")
+    with Measurer(parse_target("native").config).start_workers() as m:
+        assert m.wait_ready() >= 0.0
+        handles = m._builders + [m._timer]
+        assert all(w._starting is None and w.pid is not None for w in handles)
+        assert all(w.call("prepare", {}, 60) < 0.05 for w in m._builders)  # loaded before: nothing left to do

@@ -124,6 +124,37 @@ def test_a_rerun_resumes_and_measures_nothing(bank_and_onnx, k2_run, tmp_path, m
     assert _transfer(bank, onnx_path, out, "--budget-per-kernel", "1") == 2
 
 
+def test_a_model_timing_with_no_clean_run_is_reported_with_its_caveat(bank_and_onnx, k2_run, tmp_path, monkeypatch):
+    """The whole-model timing is timed again while the stall detector says another process spoiled it; where no
+    try is clean the last is kept, and the report says so: a JSON field, a Markdown line and a printed line
+    (here the detector reads every try as spoiled and two tries are allowed; the finished run's kernels are
+    resumed, so only the model is timed)."""
+    import shutil
+
+    import recommender.transfer.budgeted as budgeted
+    from recommender.measure import contention, measurer
+    bank, onnx_path = bank_and_onnx
+    assert "model_timing_caveats" in json.loads((k2_run[0] / "report.json").read_text())["totals"]  # {}: clean
+    out = tmp_path / "contended"
+    shutil.copytree(k2_run[0], out)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("a finished kernel was measured again")
+
+    monkeypatch.setattr(budgeted, "_measure", no_measuring)
+    monkeypatch.setattr(contention, "spoiled", lambda share: True)  # the detector only: TVM runs as ever
+    monkeypatch.setattr(measurer, "MODEL_RETRIES", 1)
+    monkeypatch.setattr(measurer, "MODEL_RETRY_WAIT_S", 0.0)
+    code, printed = main_printing(*_transfer_argv(bank, onnx_path, out, "--budget-per-kernel", "2"))
+    assert code == 0
+    t = json.loads((out / "report.json").read_text())["totals"]
+    assert t["model_latency_tuned_s"] > 0 and set(t["model_timing_caveats"]) == {"tuned"}
+    assert t["model_timing_caveats"]["tuned"].startswith("no clean run in 2 tries: another process took the CPU")
+    assert "- **caveat** (model timing with the chosen schedules): no clean run in 2 tries" in (
+        out / "report.md").read_text()
+    assert "caveat: the tuned model timing: no clean run in 2 tries" in printed
+
+
 def test_budget_zero_trusts_the_checked_top1_and_a_total_budget_is_split(bank_and_onnx, tmp_path):
     bank, onnx_path = bank_and_onnx
     out0 = tmp_path / "b0"
@@ -431,19 +462,13 @@ def test_a_finished_run_is_filed_in_the_bank_with_its_checked_measurements_only(
     """bank add-run: every kernel measured beside its default becomes a tuned kernel of a new bank model, its
     valid measured candidates its records (what the bank reads and replays like a tuning run's); a run of
     another CPU, a name the bank has and a held-out model are refused, and nothing is written then."""
-    import shutil
 
     from recommender.bank.add_run import add_run
     from recommender.bank.store import read_meta, read_records
     from recommender.cli import main
     from recommender.core.errors import BankError
     from recommender.transfer.candidates import BankIndex
-    bank, _ = bank_and_onnx
-    mine = tmp_path / "models" / target.key / "bank"
-    shutil.copytree(bank, mine)
-    out = k2_run[0]
-    rows = read_rows(out / "candidates.jsonl.gz")
-    measured = {r.target_kernel for r in rows if r.is_default and r.ok}
+    mine, out, rows, measured = _bank_copy_and_run(bank_and_onnx, k2_run, tmp_path, target)
     want = [r for r in rows if not r.is_default and r.ok and r.target_kernel in measured]
     assert main(["bank", "add-run", str(out), "--bank", str(mine), "--name", "wide_run"]) == 0
     assert "added wide_run" in capsys.readouterr().out
@@ -456,14 +481,128 @@ def test_a_finished_run_is_filed_in_the_bank_with_its_checked_measurements_only(
     assert {k.name for k in index.kernels["wide_run"]} == set(meta["kernels"])
     assert all(k.sources and k.best_s == min(s.latency_s for s in k.sources) for k in index.kernels["wide_run"])
     before = sorted(p.name for p in mine.iterdir())
-    with pytest.raises(BankError, match="already has a model named wide_run"):
-        add_run(out, mine, target.key, target.config, "wide_run")
     with pytest.raises(BankError, match="measured on"):
         add_run(out, mine, "llvm-other-2c", target.config, "elsewhere")
     (mine.parent / "heldout" / "wide_again").mkdir(parents=True)
     with pytest.raises(BankError, match="held-out"):
         add_run(out, mine, target.key, target.config, "wide_again")
     assert sorted(p.name for p in mine.iterdir()) == before
+
+
+def _bank_copy_and_run(bank_and_onnx, k2_run, tmp_path, target):
+    """A copy of the test bank at a target folder's place, the k=2 run's folder and rows, and the kernels whose
+    default that run measured (what add-run may file)."""
+    import shutil
+    mine = tmp_path / "models" / target.key / "bank"
+    shutil.copytree(bank_and_onnx[0], mine)
+    out = k2_run[0]
+    rows = read_rows(out / "candidates.jsonl.gz")
+    return mine, out, rows, {r.target_kernel for r in rows if r.is_default and r.ok}
+
+
+def _run_copy(run_dir, dest, keep=lambda r: True, change=lambda r: r):
+    """A copy of a run folder whose rows are those `keep` accepts, each passed through `change`."""
+    import shutil
+
+    from recommender.core.row_files import write_rows
+    shutil.copytree(run_dir, dest)
+    write_rows(dest / "candidates.jsonl.gz", [change(r) for r in read_rows(run_dir / "candidates.jsonl.gz") if keep(r)])
+    return dest
+
+
+def test_add_run_refuses_unchecked_unfinished_and_held_out_runs_and_a_banked_model_unless_asked(
+        bank_and_onnx, k2_run, tmp_path, target, capsys):
+    """bank add-run's guards, each refusing with nothing written: a candidate whose output check failed or that
+    was only checked (its kernel's default not measured) is never filed, and a run with nothing else is refused;
+    an unfinished run (no report.json) is refused; a held-out model is refused under any --name; a name the bank
+    has is refused (a bank folder is never replaced); and a model the bank already holds is refused unless
+    --allow-model-in-bank is given, which says what it let through and records it in meta.json."""
+    import dataclasses
+    import shutil
+
+    from recommender.bank.add_run import add_run
+    from recommender.bank.store import bank_models, read_meta, read_records
+    from recommender.core.errors import BankError
+    from recommender.core.rows import WRONG_RESULT
+    mine, out, rows, measured = _bank_copy_and_run(bank_and_onnx, k2_run, tmp_path, target)
+    kernels = sorted({r.target_kernel for r in rows if not r.is_default and r.ok} & measured)
+    assert len(kernels) >= 2
+    # one kernel's candidates failed their output check (their timings kept); another's default was not measured
+    wrong, unchecked = kernels[0], kernels[1]
+    mixed = _run_copy(out, tmp_path / "mixed", keep=lambda r: not (r.is_default and r.target_kernel == unchecked),
+                      change=lambda r: dataclasses.replace(r, status=WRONG_RESULT)
+                      if r.target_kernel == wrong and not r.is_default else r)
+    s = add_run(mixed, mine, target.key, target.config, "mixed")
+    meta, (_, records) = read_meta(mine / "mixed"), read_records(mine / "mixed")
+    assert s["added"] and wrong not in meta["kernels"] and unchecked not in meta["kernels"] and meta["kernels"]
+    assert len(records) == sum(1 for r in rows if not r.is_default and r.ok and r.target_kernel in meta["kernels"])
+    nothing = _run_copy(out, tmp_path / "nothing", change=lambda r: r if r.is_default else dataclasses.replace(
+        r, status=WRONG_RESULT))
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(out, unfinished)
+    (unfinished / "report.json").unlink()
+    listed = set(bank_models(mine))
+    for run_dir, name, match in ((nothing, "nothing", "no measured, output-checked candidate"),
+                                 (unfinished, "unfinished", "unfinished run"),
+                                 (out, "mixed", "already has a model named mixed")):
+        with pytest.raises(BankError, match=match):
+            add_run(run_dir, mine, target.key, target.config, name)
+    # the run's model is held out: refused under another name too
+    (mine.parent / "heldout" / read_meta(mine / "mixed")["source"]["model"]).mkdir(parents=True)
+    with pytest.raises(BankError, match="held-out models.*as other_name"):
+        add_run(out, mine, target.key, target.config, "other_name")
+    shutil.rmtree(mine.parent / "heldout")
+    assert set(bank_models(mine)) == listed and not (mine / "nothing").exists() and not (mine / "unfinished").exists()
+    # the model is in the bank (as "mixed"): refused unless asked
+    with pytest.raises(BankError, match="already holds .* --allow-model-in-bank"):
+        add_run(out, mine, target.key, target.config, "again")
+    assert not (mine / "again").exists()
+    capsys.readouterr()
+    code, printed = main_printing("bank", "add-run", str(out), "--bank", str(mine), "--name", "again",
+                                  "--allow-model-in-bank")
+    assert code == 0 and "added again" in printed and "guard overridden" in printed
+    assert "override (--allow-model-in-bank): the bank already holds" in capsys.readouterr().err
+    assert read_meta(mine / "again")["source"]["overridden"] and set(bank_models(mine)) == listed | {mine / "again"}
+
+
+def test_an_interrupted_or_repeated_add_run_files_the_model_once_with_every_record(bank_and_onnx, k2_run,
+                                                                                    tmp_path, target, monkeypatch):
+    """An add-run stopped after its records were packed but before its meta.json leaves a folder no reader lists;
+    the rerun completes it with every record. Run again (same or another --name), it adds nothing and says so:
+    the model is filed once."""
+
+    from recommender.bank import add_run as add_run_module
+    from recommender.bank.store import bank_models, read_records
+    from recommender.core.errors import BankError
+    from recommender.transfer.candidates import BankIndex
+    mine, out, rows, measured = _bank_copy_and_run(bank_and_onnx, k2_run, tmp_path, target)
+    want = sum(1 for r in rows if not r.is_default and r.ok and r.target_kernel in measured)
+    listed = set(bank_models(mine))
+
+    def stopped(folder, meta):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(add_run_module, "write_meta", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            add_run_module.add_run(out, mine, target.key, target.config, "wide_run")
+    assert (mine / "wide_run").is_dir() and set(bank_models(mine)) == listed  # packed, not listed
+    assert "wide_run" not in BankIndex(mine).kernels
+    s = add_run_module.add_run(out, mine, target.key, target.config, "wide_run")
+    assert s["added"] and len(read_records(mine / "wide_run")[1]) == want
+    assert set(BankIndex(mine).kernels) == {p.name for p in listed} | {"wide_run"}
+    for name in ("wide_run", "another_name", None):  # a rerun, the same run under another name, the default name
+        notes = []
+        again = add_run_module.add_run(out, mine, target.key, target.config, name, log=notes.append)
+        assert not again["added"] and again["model"] == "wide_run" and "nothing added" in notes[0]
+    assert set(bank_models(mine)) == listed | {mine / "wide_run"} and not (mine / "another_name").exists()
+    assert len(read_records(mine / "wide_run")[1]) == want
+    code, printed = main_printing("bank", "add-run", str(out), "--bank", str(mine))
+    assert code == 0 and printed.startswith("unchanged:")
+    # a run with other records of the same model is not a rerun: refused as a model the bank holds
+    fewer = _run_copy(out, tmp_path / "fewer", keep=lambda r: r.is_default or r.target_kernel != sorted(measured)[0])
+    with pytest.raises(BankError, match="already holds"):
+        add_run_module.add_run(fewer, mine, target.key, target.config, "fewer")
 
 
 def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_recorded_time(bank_and_onnx, k2_run,

@@ -4,6 +4,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import BankError
@@ -76,11 +79,45 @@ def kernel_records(db: object, mod: object) -> tuple[int, int, float | None]:
     return n, valid, best
 
 
-def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float = 0.01,
-               settings: MeasureSettings | None = None, trials_per_iter: int = 32, population_size: int = 256,
-               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
-    """Tune the model's kernels that hold >= min_share of its FLOPs into `bank_dir/<model>/`. Resumable."""
-    from tqdm import tqdm
+@dataclass
+class OpenModel:
+    """One model's bank folder opened for tuning, under its lock: its meta (updated in place), its MetaSchedule
+    work dir and database, and the kernels to tune, heaviest first."""
+
+    spec: str
+    name: str
+    folder: Path
+    meta: dict
+    work: str
+    db: object  # ms.database.JSONDatabase over `work`
+    todo: list[Kernel]
+    tt: object  # the TVM target
+
+    def file_kernel(self, kernel: Kernel) -> None:
+        """Mark `kernel` done with the records the database holds and save the folder (records, then meta):
+        what a stopped run keeps, and where its rerun resumes."""
+        n, valid, best = kernel_records(self.db, kernel.mod)
+        self.meta["kernels"][kernel.name].update(status="done", trials=n, valid=valid, best_s=best)
+        self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        pack(self.work, self.folder)
+        write_meta(self.folder, self.meta)
+
+    def finish(self, last_run: dict | None, log) -> None:
+        """Write the meta once more with the run's figures (`last_run`, None where nothing was measured: a
+        rerun of a finished model keeps the figures of the run that measured)."""
+        if last_run is not None:
+            self.meta["last_run"] = last_run
+        if last_run is not None or not (self.folder / META_FILE).exists():
+            write_meta(self.folder, self.meta)
+        log(f"{self.name}: {len(self.todo)} kernels tuned, "
+            f"{sum(self.meta['kernels'][k.name]['trials'] for k in self.todo)} trials in the bank")
+
+
+@contextmanager
+def opened_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float,
+                 settings: MeasureSettings, trials_per_iter: int, population_size: int) -> Iterator[OpenModel]:
+    """Import the model, lock its bank folder, bring its meta up to this run (kernels newly above
+    `min_share` become pending) and restore its work dir from the bank."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.tvm_setup import load_tensor_intrinsics
@@ -105,39 +142,44 @@ def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: i
                     meta["kernels"][k.name].update(tuned=True, status="pending")
         else:
             meta = _new_meta(spec, model.name, target, kernels, min_share, trials_per_task)
-        meta["measurer"] = (settings or MeasureSettings()).to_json()
+        meta["measurer"] = settings.to_json()
         meta["search"] = {"strategy": "evolutionary", "population_size": population_size,
                           "trials_per_iter": trials_per_iter, "cost_model": "xgb"}
         work = str(folder / ".work")
         unpack(folder, work)
-        db = ms.database.JSONDatabase(work_dir=work)
-        todo = [k for k, _ in selected_kernels(kernels, min_share)]
+        yield OpenModel(spec, model.name, folder, meta, work, ms.database.JSONDatabase(work_dir=work),
+                        [k for k, _ in selected_kernels(kernels, min_share)], tt)
+
+
+def tune_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float = 0.01,
+               settings: MeasureSettings | None = None, trials_per_iter: int = 32, population_size: int = 256,
+               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+    """Tune the model's kernels that hold >= min_share of its FLOPs into `bank_dir/<model>/`. Resumable.
+    (`tune_cluster.tune_on_cluster` tunes them on a Dask cluster into the same files.)"""
+    from tqdm import tqdm
+
+    settings = settings or MeasureSettings()
+    with opened_model(spec, target, bank_dir, trials_per_task, min_share, settings, trials_per_iter,
+                      population_size) as m:
         t_model, measured = time.time(), False
         with Measurer(target.config, settings) as measurer:
-            bar = tqdm(todo, desc=model.name, unit="kernel", file=sys.stderr)
+            bar = tqdm(m.todo, desc=m.name, unit="kernel", file=sys.stderr)
             for k in bar:
                 wait_while_paused(bank_dir, log)
-                entry = meta["kernels"][k.name]
-                n, valid, best = kernel_records(db, k.mod)
+                entry = m.meta["kernels"][k.name]
+                n, _, _ = kernel_records(m.db, k.mod)
                 remaining = trials_per_task - n
                 bar.set_postfix_str(f"{k.name[:40]} {n}/{trials_per_task} trials")
                 if remaining > 0:
                     t0, measured = time.time(), True
                     with exclusive(f"bank tune {spec}: {k.name}"):  # the search too: its cost model is CPU-bound
-                        search_kernel(k, tt, measurer, work, db, remaining, trials_per_iter, population_size)
+                        search_kernel(k, m.tt, measurer, m.work, m.db, remaining, trials_per_iter, population_size)
                     entry["seconds"] = round(entry.get("seconds", 0.0) + time.time() - t0, 1)
-                    n, valid, best = kernel_records(db, k.mod)
                 if remaining > 0 or entry.get("status") != "done":
-                    entry.update(status="done", trials=n, valid=valid, best_s=best)
-                    meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                    pack(work, folder)
-                    write_meta(folder, meta)
+                    m.file_kernel(k)
             bar.close()
-            if measured:  # a rerun of a finished model keeps the figures of the run that measured
-                meta["last_run"] = {"seconds": round(time.time() - t_model, 1), **measurer.describe()["stats"]}
-        if measured or not (folder / META_FILE).exists():
-            write_meta(folder, meta)
-        log(f"{model.name}: {len(todo)} kernels tuned, "
-            f"{sum(meta['kernels'][k.name]['trials'] for k in todo)} trials in the bank")
+            last_run = ({"seconds": round(time.time() - t_model, 1), **measurer.describe()["stats"]} if measured
+                        else None)
+        m.finish(last_run, log)
     refresh_after_add(bank_dir, log=log)  # every add to a bank leaves its index fresh
-    return meta
+    return m.meta

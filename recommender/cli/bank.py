@@ -22,9 +22,15 @@ def cmd_bank_tune(args: argparse.Namespace) -> int:
     specs = options.names_list(args.models)
     if not specs:
         raise SchedrecError("--models is empty: give a comma-separated list such as zoo:resnet18,zoo:bert_base")
-    for spec in specs:
-        meta = tune_model(spec, target, bank_dir, args.trials_per_task, args.min_share, settings,
-                          trials_per_iter=args.trials_per_iter, population_size=args.population_size)
+    search = dict(trials_per_iter=args.trials_per_iter, population_size=args.population_size)
+    if args.cluster:  # every model's kernels in one queue of Dask tasks (docs/scale.md)
+        from ..bank.tune_cluster import tune_on_cluster
+        metas = tune_on_cluster(args.cluster, specs, target, bank_dir, args.trials_per_task, args.min_share, settings,
+                                **search)
+    else:
+        metas = (tune_model(spec, target, bank_dir, args.trials_per_task, args.min_share, settings, **search)
+                 for spec in specs)
+    for meta in metas:
         print(f"{meta['model']}: done in {meta['last_run']['seconds']:.0f} s -> {bank_dir / meta['model']}")
     return 0
 
@@ -45,9 +51,14 @@ def cmd_bank_add_run(args: argparse.Namespace) -> int:
     from ..target.spec import parse_target
     target = parse_target(args.target)
     bank_dir = own_folder(args, target.key)
-    s = add_run(Path(args.run_dir), bank_dir, target.key, target.config, args.name)
+    s = add_run(Path(args.run_dir), bank_dir, target.key, target.config, args.name,
+                allow_model_in_bank=args.allow_model_in_bank)
+    if not s["added"]:
+        print(f"unchanged: {args.run_dir} is filed already as {s['model']} ({s['records']} records) in {bank_dir}")
+        return 0
     print(f"added {s['model']}: {s['tuned_kernels']} kernels, {s['records']} measured records -> "
-          f"{bank_dir / s['model']}")
+          f"{bank_dir / s['model']}" + (f" ({len(s['overridden'])} guard overridden: the note above)"
+                                        if s["overridden"] else ""))
     return 0
 
 
@@ -115,6 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
     bt.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
     options.exact_math(bt)
+    options.cluster(bt, "tune each kernel")
     bt.set_defaults(func=cmd_bank_tune)
 
     bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
@@ -126,6 +138,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     ba = bsub.add_parser("add-run", help=cmd_bank_add_run.__doc__, description=cmd_bank_add_run.__doc__)
     ba.add_argument("run_dir", metavar="DIR", help="the output folder of a finished `schedrec transfer` or `replay`")
+    ba.add_argument("--allow-model-in-bank", action="store_true",
+                    help="file the run (under a new --name) even though the bank already holds its model: its "
+                         "kernels then count twice in training and donor pools (refused otherwise); said and "
+                         "recorded in the new model's meta.json. A rerun of a run filed already adds nothing")
     options.bank_name(ba, required=False)
     options.target(ba)
     options.bank(ba)

@@ -53,7 +53,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
           f"({100 * t['flop_coverage_class_only']:.1f}% from same-class donors), "
           f"model {tuned * 1e3 if tuned else float('nan'):.2f} ms tuned vs "
           f"{untuned * 1e3 if untuned else float('nan'):.2f} ms untuned -> {out_dir / 'report.json'}")
+    print_timing_caveats(t)
     return 0
+
+
+def print_timing_caveats(totals: dict) -> None:
+    """One line per model timing of the report that got no clean run (its figure above is likely too slow)."""
+    for which, text in (totals.get("model_timing_caveats") or {}).items():
+        print(f"caveat: the {which} model timing: {text}")
 
 
 def replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: Path) -> int:
@@ -120,6 +127,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     if untuned:
         line += f" (untuned {untuned * 1e3:.2f} ms, {untuned / tuned:.1f}x)" if tuned else ""
     print(line)
+    print_timing_caveats(t)
     print(f"search {t['search_s']:.1f} s: replay {t['replay_s']:.1f}, featurize {t['featurize_s']:.2f}, "
           f"predict {t['predict_s']:.2f}, build {t['build_wall_s']:.1f} (wall), run {t['run_s']:.1f}; "
           f"{t['measurements']} measurements of {t['replayed_candidates']} candidates "
@@ -142,10 +150,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     if args.baselines and tuned:
         from ..compare.run import time_baselines
         from ..core.fileio import atomic_write_json
-        report["baselines"] = time_baselines(args.model, target, report["model"])
+        report["baselines"], caveats = time_baselines(args.model, target, report["model"])
+        if caveats:
+            report["baseline_caveats"] = caveats
         for name, lat in report["baselines"].items():
             print(f"{name}: {lat * 1e3:.2f} ms ({'schedrec faster' if tuned < lat else 'schedrec slower'}: "
-                  f"{lat / tuned:.2f}x), {target.config.get('num-cores', 1)} threads")
+                  f"{lat / tuned:.2f}x), {target.config.get('num-cores', 1)} threads"
+                  + (f"; caveat: {caveats[name]}" if name in caveats else ""))
         atomic_write_json(str(out_dir / "report.json"), report)  # with the baselines, for the README's figures
     return 0
 

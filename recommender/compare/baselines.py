@@ -13,19 +13,30 @@ from ..measure.contention import StallWatch
 from ..measure.host_lock import exclusive
 
 
-def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> list[float]:
+class Costs(list):
+    """Seconds per call, one value per repeat (a plain list to every reader), and `caveat`: why the timing is
+    not clean (every try stalled by another process, the last kept), None when it is; reports print it."""
+
+    caveat: str | None = None
+
+
+def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> Costs:
     """Seconds per call, one value per repeat; each repeat runs the call until it lasts `min_repeat_s`.
     Holds the machine's measurement lock (measure/host_lock.py); a timing that another process stalled
-    (measure/contention.py) is timed again, as the measurer's are, up to contention.RETRIES times."""
+    (measure/contention.py) is timed again, as the measurer's are, up to contention.RETRIES times, and the
+    last try, still stalled, is kept with its caveat."""
     with exclusive("timing a baseline"):
         call()  # warm-up
         for attempt in range(contention.RETRIES + 1):
             if attempt:
                 time.sleep(contention.RETRY_WAIT_S)
             with StallWatch() as watch:
-                costs = _repeats(call, repeat, min_repeat_s)
+                costs = Costs(_repeats(call, repeat, min_repeat_s))
             if not contention.spoiled(watch.share):
-                break
+                return costs
+        share = "" if watch.share is None else f" (the kept one stalled {watch.share:.0%} of its time)"
+        costs.caveat = (f"no clean run in {contention.RETRIES + 1} tries: another process took the CPU in every try"
+                        f"{share}; the figure is likely too slow")
         return costs
 
 
@@ -104,15 +115,15 @@ def onnx_file_timer(path: str, inputs: list, threads: int) -> Callable[[int, flo
     return lambda repeat, min_repeat_s: _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s)
 
 
-def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> Costs:
     return pytorch_timer(model, args, threads)(repeat, min_repeat_s)
 
 
-def time_torch_compile(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+def time_torch_compile(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> Costs:
     return torch_compile_timer(model, args, threads)(repeat, min_repeat_s)
 
 
-def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> list[float]:
+def time_onnxruntime(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> Costs:
     return onnxruntime_timer(model, args, threads)(repeat, min_repeat_s)
 
 

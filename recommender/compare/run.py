@@ -181,14 +181,16 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                     wall += w
                     choices.append(_choice(runs[kern.name], measured, mr.tvm_target))
                 search = replay_s + rank_s[sel_name] + defaults_s + wall
-                lat = _time_with(choices, mr, measurer, out_dir / "db" / f"{sel_name}-k{k}")
+                lat, caveat = _time_with(choices, mr, measurer, out_dir / "db" / f"{sel_name}-k{k}")
                 cmp.add(f"{sel_name}-k{k}", kind=sel_name, budget=k, latency_s=lat, search_s=round(search, 2),
                         rank_s=round(rank_s[sel_name], 3), measure_s=round(wall, 2), **common,
-                        measurements=sum(len(runs[kern.name].first(sel_name, k)[0]) for kern in mr.kernels))
+                        measurements=sum(len(runs[kern.name].first(sel_name, k)[0]) for kern in mr.kernels),
+                        **caveat)
                 log(f"{sel_name} k={k}: {lat * 1e3 if lat else float('nan'):.2f} ms, search {search:.0f} s")
         _exhaustive(cmp, exhaustive, mr, runs, measurer, out_dir, recommender_dir, rule_space, log)
         untuned = measurer.measure_model(mr.model.mod, _inputs(mr), settings=UNTUNED_TIMING)
-        cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0)
+        cmp.add("untuned", kind="untuned", latency_s=untuned.median if untuned.ok else None, search_s=0.0,
+                **timing_caveat(untuned))
         _reference(cmp, mr, measurer, recommender_dir)
         best_budgeted = [m for m in cmp.data["methods"].values() if m.get("kind") == "lgbm" and m.get("latency_s")]
         if scratch_cap_s is None:  # enough to tell whether it needs `scratch_factor` x our time at k=3
@@ -203,7 +205,9 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                       population_size=scratch_population)
             cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
                     latency_s=curve[-1]["latency_s"] if curve else None,
-                    search_s=curve[-1]["search_s"] if curve else None)
+                    search_s=curve[-1]["search_s"] if curve else None,
+                    **({"timing_caveat": curve[-1]["timing_caveat"]} if curve and curve[-1].get("timing_caveat")
+                       else {}))
         if refine_s > 0 and "lgbm-k3" in cmp.data["methods"]:
             _refine(cmp, mr, measurer, out_dir, refine_s, log)
     if baselines:
@@ -260,17 +264,26 @@ def _refine(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path, re
     at_same = [p for p in scratch if p["search_s"] <= total and p["latency_s"]]
     cmp.add("lgbm-k3+refine", kind="refine", latency_s=curve[-1]["latency_s"], search_s=round(total, 1),
             refine_s=curve[-1]["search_s"], trials=curve[-1]["trials"],
-            scratch_latency_at_same_time_s=at_same[-1]["latency_s"] if at_same else None)
+            scratch_latency_at_same_time_s=at_same[-1]["latency_s"] if at_same else None,
+            **({"timing_caveat": curve[-1]["timing_caveat"]} if curve[-1].get("timing_caveat") else {}))
 
 
 def _inputs(mr: ModelRun) -> list:
     return list(zip(mr.model.input_shapes, mr.model.input_dtypes))
 
 
-def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db_dir: Path) -> float | None:
+def timing_caveat(result: object) -> dict:
+    """A method's entry's `timing_caveat` where its model timing got no clean run (every try stalled by another
+    process: measurer._timed), else nothing: `cmp.add(..., **timing_caveat(r))`."""
+    return {"timing_caveat": result.caveat} if result.ok and result.caveat else {}
+
+
+def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db_dir: Path
+               ) -> tuple[float | None, dict]:
+    """The model timed with the choices' database: (median seconds or None, its `timing_caveat` entry)."""
     write_database(choices, mr.tvm_target, db_dir)
     r = measurer.measure_model(mr.model.mod, _inputs(mr), database_dir=str(db_dir), settings=MODEL_TIMING)
-    return r.median if r.ok else None
+    return (r.median if r.ok else None), timing_caveat(r)
 
 
 def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelRun], measurer: Measurer,
@@ -289,12 +302,12 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
         for r in read_rows(shipped / "candidates.jsonl.gz"):
             rows.setdefault(r.target_kernel, []).append(r)
         choices = [choice_from_rows(k, rows[k.name], mr.tvm_target) for k in mr.kernels if k.name in rows]
-        lat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
+        lat, caveat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
         t = report["totals"]
         cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=t["search_s"],
                 measurements=t["valid"], source=f"search time and choices from {display_path(shipped)} "
                                                 f"(pool top-n {report['top_n']}, cap {report['cap']}, rule space "
-                                                f"{report.get('rule_space', 0)}); latency timed here")
+                                                f"{report.get('rule_space', 0)}); latency timed here", **caveat)
         log(f"exhaustive (shipped choices): {lat * 1e3 if lat else float('nan'):.2f} ms")
         return
     if how == "shipped":
@@ -312,10 +325,10 @@ def _exhaustive(cmp: Comparison, how: str, mr: ModelRun, runs: dict[str, KernelR
         by_index = {i: known[i][0] for i in run.found.valid if i in known} | dict(zip(rest, results))
         measured += len(by_index)
         choices.append(_choice(run, [Measured(i, r) for i, r in by_index.items()], mr.tvm_target))
-    lat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
+    lat, caveat = _time_with(choices, mr, measurer, out_dir / "db" / "exhaustive")
     cmp.add("exhaustive", kind="exhaustive", latency_s=lat, search_s=round(search, 2), measurements=measured,
             source="measured in this run (the candidates a selector measured reused, with their share of its "
-                   "measuring time)")
+                   "measuring time)", **caveat)
 
 
 def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, target_dir: Path) -> None:
@@ -332,39 +345,47 @@ def _reference(cmp: Comparison, mr: ModelRun, measurer: Measurer, target_dir: Pa
         r = measurer.measure_model(mr.model.mod, _inputs(mr), database_dir=scratch, settings=MODEL_TIMING)
     hours = sum(float(k.get("seconds", 0.0)) for k in meta.get("kernels", {}).values()) / 3600
     cmp.add("reference", kind="reference", latency_s=r.median if r.ok else None, search_s=round(hours * 3600, 1),
-            trials_per_task=meta.get("trials_per_task"), source=display_path(folder))
+            trials_per_task=meta.get("trials_per_task"), source=display_path(folder), **timing_caveat(r))
 
 
 def _baselines(cmp: Comparison, spec: str, target: TargetSpec, model_name: str, log) -> None:
-    for name, lat in time_baselines(spec, target, model_name, log).items():
-        cmp.add(name, kind=name, latency_s=lat, search_s=0.0)
+    latencies, caveats = time_baselines(spec, target, model_name, log)
+    for name, lat in latencies.items():
+        cmp.add(name, kind=name, latency_s=lat, search_s=0.0,
+                **({"timing_caveat": caveats[name]} if name in caveats else {}))
 
 
-def time_baselines(spec: str, target: TargetSpec, model_name: str, log=None) -> dict[str, float]:
+def time_baselines(spec: str, target: TargetSpec, model_name: str,
+                   log=None) -> tuple[dict[str, float], dict[str, str]]:
     """Median seconds of PyTorch eager and `torch.compile` (zoo models) and ONNX Runtime (zoo models exported
-    here, or the given .onnx file), with the target's thread count; a baseline that cannot run is reported,
-    not fatal."""
+    here, or the given .onnx file), with the target's thread count, and the caveat of each whose timing got no
+    clean run (baselines.Costs); a baseline that cannot run is reported, not fatal."""
     from .baselines import median, time_onnxruntime, time_pytorch, time_torch_compile
     log = log or (lambda m: print(m, file=sys.stderr))
     threads = int(target.config.get("num-cores", 1))
-    out = {}
+    timed: dict[str, list[float]] = {}  # baselines.Costs: each with its caveat
+    out, caveats = {}, {}
     try:
         if spec.startswith("zoo:"):
             from ..frontend.zoo import build_zoo_model
             model, args = build_zoo_model(spec[4:])
-            out["pytorch"] = median(time_pytorch(model, args, threads))
-            out["onnxruntime"] = median(time_onnxruntime(model, args, threads))
+            timed["pytorch"] = time_pytorch(model, args, threads)
+            timed["onnxruntime"] = time_onnxruntime(model, args, threads)
             try:
-                out["torch.compile"] = median(time_torch_compile(model, args, threads))
+                timed["torch.compile"] = time_torch_compile(model, args, threads)
             except Exception as err:  # Inductor needs a C++ compiler; eager and ONNX Runtime stand without it
                 log(f"warning: {model_name}: torch.compile failed: {type(err).__name__}: "
                     f"{(str(err).splitlines() or [''])[0][:200]}")
         elif split_spec(spec)[0].lower().endswith(".onnx"):
-            out["onnxruntime"] = median(_time_onnx_file(spec, threads))
+            timed["onnxruntime"] = _time_onnx_file(spec, threads)
     except Exception as err:
         log(f"warning: {model_name}: a baseline failed: {type(err).__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''}")
-    return out
+    for name, costs in timed.items():
+        out[name] = median(costs)
+        if getattr(costs, "caveat", None):
+            caveats[name] = costs.caveat
+    return out, caveats
 
 
 def _time_onnx_file(spec: str, threads: int) -> list[float]:
@@ -428,9 +449,15 @@ def format_compare(data: dict) -> str:
         t = ttm.get(name)
         match = "-" if not t else (f"> {t['ratio']}x" if t["censored"] else f"{t['ratio']}x")
         search = m.get("search_s")
-        lines.append(f"| {name} | {lat * 1e3:.2f} | {q} | {qm} | {search if search is not None else '-'} | "
+        mark = " (!)" if m.get("timing_caveat") else ""  # its timing got no clean run: the line under the table
+        lines.append(f"| {name} | {lat * 1e3:.2f}{mark} | {q} | {qm} | {search if search is not None else '-'} | "
                      f"{m.get('measurements', '-')} | {match} |" if lat else
                      f"| {name} | failed | - | - | - | - | - |")
+    caveats = [f"- (!) {name}: {m['timing_caveat']}" for name, m in methods.items()
+               if m.get("timing_caveat") and m.get("latency_s")]
+    if caveats:
+        lines += ["", "Timings that got no clean run, kept with their caveat (retime them on a quiet machine: "
+                      "benchmarks/retime_compare.py):", *caveats]
     return "\n".join(lines) + "\n"
 
 

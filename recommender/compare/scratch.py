@@ -63,7 +63,8 @@ def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: f
         spent += time.perf_counter() - t0
         trials += round_trials
         r = measurer.measure_model(mr.model.mod, inputs, database_dir=str(work_dir), settings=CHECKPOINT_TIMING)
-        curve.append({"search_s": round(spent, 1), "trials": trials, "latency_s": r.median if r.ok else None})
+        curve.append({"search_s": round(spent, 1), "trials": trials, "latency_s": r.median if r.ok else None,
+                      **({"timing_caveat": r.caveat} if r.ok and r.caveat else {})})
         atomic_write_json(str(curve_path), {"cap_s": cap_s, "curve": curve})
         log(f"MetaSchedule from scratch: {trials} trials, {spent:.0f} s, model "
             f"{r.median * 1e3 if r.ok else float('nan'):.2f} ms (goal {goal_s * 1e3 if goal_s else float('nan'):.2f} ms)")

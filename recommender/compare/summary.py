@@ -39,7 +39,9 @@ def by_selector(data: dict) -> dict[str, dict[int, dict]]:
             lat = statistics.median(m["latency_s"] for m in runs)
             pick = runs[(len(runs) - 1) // 2]  # the median run (the lower of two middle ones)
             folded.setdefault(kind, {})[k] = {"latency_s": lat, "measurements": pick.get("measurements"),
-                                              "search_s": pick.get("search_s"), "seeds": len(runs)}
+                                              "search_s": pick.get("search_s"), "seeds": len(runs),
+                                              # a timing of it (a seed's, for random) got no clean run
+                                              "caveat": any(m.get("timing_caveat") for m in runs)}
     return folded
 
 
@@ -49,8 +51,10 @@ def retimed(data: dict, retime: dict | None, stat: str = "median_s") -> dict:
     round), where given."""
     if not retime:
         return data
-    methods = {n: ({**m, "latency_s": retime["methods"][n][stat], "first_latency_s": m.get("latency_s")}
-                   if n in retime["methods"] else m) for n, m in data["methods"].items()}
+    # a retimed latency is not the single timing that may have had no clean run: its caveat goes with it
+    methods = {n: ({**{k: v for k, v in m.items() if k != "timing_caveat"}, "latency_s": retime["methods"][n][stat],
+                    "first_latency_s": m.get("latency_s")} if n in retime["methods"] else m)
+               for n, m in data["methods"].items()}
     return {**data, "methods": methods, "retimed_rounds": retime.get("rounds")}
 
 
@@ -74,6 +78,8 @@ def model_summary(data: dict, retime: dict | None = None, stat: str = "median_s"
     scratch = m.get("metaschedule") or {}
     out["scratch"] = {k: scratch.get(k) for k in ("latency_s", "search_s", "cap_s")} if scratch else None
     out["time_to_match"] = data.get("time_to_match", {})
+    # the methods whose model timing got no clean run (compare.run.timing_caveat), with their caveat
+    out["timing_caveats"] = {n: v["timing_caveat"] for n, v in m.items() if v.get("timing_caveat")}
     return out
 
 
@@ -111,6 +117,13 @@ def _ms(s: float | None) -> str:
     return f"{s * 1e3:.2f}" if s else "-"
 
 
+MARK = " (!)"  # a latency whose timing got no clean run: its caveat is under the table
+
+
+def _mark(flag: object) -> str:
+    return MARK if flag else ""
+
+
 def budget_table(summaries: list[dict]) -> str:
     """Markdown: one row per model and selector, one column per budget (latency ms / measurements), beside
     exhaustive replay of the pool and the baselines outside TVM."""
@@ -118,17 +131,18 @@ def budget_table(summaries: list[dict]) -> str:
     head = ["model", "selector"] + [f"k={k}: ms (Q, measurements)" for k in budgets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
-        ex = s["exhaustive"]
+        ex, caveats = s["exhaustive"], s.get("timing_caveats", {})
         lines.append(f"| {s['model']} | exhaustive (whole pool) | " + " | ".join(
-            [f"{_ms(ex.get('latency_s'))} (1, {ex.get('measurements', '-')}; search {ex.get('search_s') or 0:.0f} s)"]
+            [f"{_ms(ex.get('latency_s'))}{_mark('exhaustive' in caveats)} (1, {ex.get('measurements', '-')}; "
+             f"search {ex.get('search_s') or 0:.0f} s)"]
             + [""] * (len(budgets) - 1)) + " |")
         for kind in [r for r in ROWS if r in s["selectors"]]:
             cells = []
             for k in budgets:
                 v = s["selectors"][kind].get(k)
                 q = s["q"].get(kind, {}).get(k)
-                cells.append(f"{_ms(v['latency_s'])} ({q:.2f}, {v['measurements']})" if v and q
-                             else _ms(v["latency_s"]) if v else "-")
+                lat = _ms(v["latency_s"]) + _mark(v.get("caveat")) if v else "-"
+                cells.append(f"{lat} ({q:.2f}, {v['measurements']})" if v and q else lat)
             name = f"random (median of {max(v['seeds'] for v in s['selectors'][kind].values())} seeds)" \
                 if kind == "random" else kind
             lines.append(f"| {s['model']} | {name} | " + " | ".join(cells) + " |")
@@ -137,9 +151,14 @@ def budget_table(summaries: list[dict]) -> str:
             ttm = s["time_to_match"].get("lgbm-k2")
             match = (f"; to match lgbm k=2: {'> ' if ttm['censored'] else ''}{ttm['ratio']}x its search time"
                      if ttm else "")
-            lines.append(f"| {s['model']} | MetaSchedule from scratch | {_ms(sc['latency_s'])} after {sc['search_s']:.0f} "
+            lines.append(f"| {s['model']} | MetaSchedule from scratch | {_ms(sc['latency_s'])}"
+                         f"{_mark('metaschedule' in caveats)} after {sc['search_s']:.0f} "
                          f"s (cap {sc.get('cap_s') or 0:.0f} s{match}) |" + " |" * (len(budgets) - 1))
-        base = ", ".join(f"{n} {_ms(v)} ms" for n, v in s["baselines"].items() if v)
+        base = ", ".join(f"{n} {_ms(v)} ms{_mark(n in caveats)}" for n, v in s["baselines"].items() if v)
         if base:
             lines.append(f"| {s['model']} | outside any search | {base} |" + " |" * (len(budgets) - 1))
+    notes = [f"- {s['model']} {name}: {text}" for s in summaries
+             for name, text in s.get("timing_caveats", {}).items()]
+    if notes:
+        lines += ["", f"{MARK.strip()}: timed with no clean run, kept with its caveat:", *notes]
     return "\n".join(lines) + "\n"

@@ -80,6 +80,10 @@ class MeasureResult:
     recorded_s: dict[str, float] = field(default_factory=dict)  # model_library: kernel -> its record's seconds
     stall_share: float | None = None  # share of the timing in which a task waited for a CPU (contention.py)
     parallel_ratio: float | None = None  # the parallel probe's worse reading around the timing (parallel_probe.py)
+    # where every try was spoiled and the last one kept (Measurer._timed): "contended" or "not_parallel"; the
+    # figure is then likely too slow, and a report must say so (`caveat`)
+    kept_spoiled: str | None = None
+    tries: int = 1
 
     @property
     def ok(self) -> bool:
@@ -88,6 +92,20 @@ class MeasureResult:
     @property
     def median(self) -> float:
         return statistics.median(self.costs) if self.costs else float("inf")
+
+    @property
+    def caveat(self) -> str | None:
+        """One line saying why this timing is not clean (every try spoiled, the last kept), None if it is."""
+        if self.kept_spoiled is None:
+            return None
+        if self.kept_spoiled == "contended":
+            share = "" if self.stall_share is None else f" (the kept one stalled {self.stall_share:.0%} of its time)"
+            why = f"another process took the CPU in every try{share}"
+        else:
+            ratio = "" if self.parallel_ratio is None else f" (parallel probe {self.parallel_ratio:.2f})"
+            why = f"the timing worker's threads did not run side by side in any try{ratio}"
+        tries = f"{self.tries} {'try' if self.tries == 1 else 'tries'}"
+        return f"no clean run in {tries}: {why}; the figure is likely too slow"
 
 
 def parse_runner(spec: str) -> dict | None:
@@ -124,11 +142,20 @@ class Measurer:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start_workers(self) -> "Measurer":
-        """Start the build and timing workers in the background now (each imports TVM, 2-3 s), not at their
-        first call: what the caller does meanwhile (a model's import) hides it. Returns self."""
-        for w in self._builders + [self._timer]:
-            w.start_soon()
+        """Start the build and timing workers in the background now (each imports TVM, 2-3 s; the build workers,
+        which also replay, then load TVM's tensor intrinsics, 1-3 s), not at their first call: what the caller
+        does meanwhile (a model's import) hides it. Returns self."""
+        for w in self._builders:
+            w.start_soon(prepare=True)
+        self._timer.start_soon()
         return self
+
+    def wait_ready(self) -> float:
+        """Wait until the workers begun by `start_workers` are up; the seconds waited."""
+        t0 = time.perf_counter()
+        for w in self._builders + [self._timer]:
+            w.join_start()
+        return time.perf_counter() - t0
 
     def close(self) -> None:
         for w in self._builders + [self._timer]:
@@ -244,6 +271,7 @@ class Measurer:
             kind = "contended" if spoiled else "not_parallel"
             if attempt == retries:
                 self.stats[f"kept_{kind}"] += 1
+                result.kept_spoiled, result.tries = kind, attempt + 1  # reports carry its caveat
                 return result
             if not self.stats[f"timed_again_{kind}"]:
                 why = (f"another process took the CPU during a timing (stalled {watch.share:.0%} of it)" if spoiled

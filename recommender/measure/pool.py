@@ -213,28 +213,32 @@ class WorkerHandle:
                 self.restarts += 1
                 raise WorkerCrash(f"{self.name}: worker died (exit code {proc.returncode})")
 
-    def start_soon(self) -> None:
+    def start_soon(self, prepare: bool = False) -> None:
         """Start the worker in a background thread, so that its TVM import overlaps the caller's own work (a
-        model's import); the next call or close waits for it. A start that fails there is tried again by the
-        call, which then raises."""
+        model's import); with `prepare`, it then loads what replays need (worker `prepare`). The next call or
+        close waits for it. A start that fails there is tried again by the call, which then raises."""
         if self._starting is None and not self._alive():
-            self._starting = threading.Thread(target=self._start_quietly, name=f"{self.name}-start", daemon=True)
+            self._starting = threading.Thread(target=self._start_quietly, args=(prepare,), name=f"{self.name}-start",
+                                              daemon=True)
             self._starting.start()
 
-    def _start_quietly(self) -> None:
+    def _start_quietly(self, prepare: bool = False) -> None:
         try:
             self._start()
+            if prepare:
+                self._request("prepare", {}, self.start_timeout)
         except (WorkerCrash, WorkerTimeout, WorkerError, OSError):
             pass  # call() starts it again and raises what it gets
 
-    def _join_start(self) -> None:
+    def join_start(self) -> None:
+        """Wait for a start begun by `start_soon` (nothing to wait for otherwise)."""
         if self._starting is not None:
             self._starting.join()
             self._starting = None
 
     def call(self, op: str, payload: dict, timeout: float) -> object:
         """Run one request; a dead worker is replaced first."""
-        self._join_start()
+        self.join_start()
         if not self._alive():
             self._kill()
             self._start()
@@ -243,7 +247,7 @@ class WorkerHandle:
     def close(self) -> None:
         """Keep the live worker idle for the next handle of its kind (when allowed and not in the middle of a
         request), else stop it."""
-        self._join_start()
+        self.join_start()
         limit = 0 if self._busy else warm_limit()
         proc, conn = self._detach()
         if conn is None:

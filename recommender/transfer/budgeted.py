@@ -97,7 +97,7 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
             timing = finish(choices, mr, measurer, out_dir, untuned=untuned)
     secs = getattr(selector, "seconds", {"featurize": 0.0, "predict": 0.0})
     report = _report(mr, bank_dir, run, choices, timing, plan, secs, recommender)
-    report["totals"]["wall_s"] = round(time.perf_counter() - t_start + mr.import_s, 2)
+    report["totals"]["wall_s"] = round(time.perf_counter() - t_start + mr.import_s + mr.workers_wait_s, 2)
     atomic_write_json(str(out_dir / "report.json"), report)
     atomic_write_text(str(out_dir / "report.md"), format_report(report))
     return report
@@ -159,7 +159,7 @@ def _measure(found: FoundCandidates, plan: list[int], measurer: Measurer, mr: Mo
 
 def _report(mr: ModelRun, bank_dir: Path, run: dict, choices: list[KernelChoice], timing: object, plan: dict,
             secs: dict, recommender: str) -> dict:
-    t = totals(choices, mr.kernels, timing, mr.import_s)
+    t = totals(choices, mr.kernels, timing, mr.import_s, mr.workers_wait_s)
     measured = sum(c.measured for c in choices if c.default_s is not None)
     checked = sum(c.measured for c in choices if c.default_s is None)
     replayed = sum(sum(1 for r in c.rows if r.replayed) for c in choices)
@@ -201,6 +201,13 @@ def _pct(share: float | None) -> str:
     return "?" if share is None else f"{100 * share:.1f}%"
 
 
+def timing_caveat_lines(totals: dict) -> list[str]:
+    """The report's caveat lines: one per model timing that got no clean run (none where all were clean)."""
+    what = {"tuned": "with the chosen schedules", "untuned": "untuned"}
+    return [f"- **caveat** (model timing {what.get(k, k)}): {text}"
+            for k, text in (totals.get("model_timing_caveats") or {}).items()]
+
+
 def format_report(report: dict) -> str:
     """The report as Markdown: the summary, where the seconds went, and one line per kernel."""
     t = report["totals"]
@@ -214,6 +221,7 @@ def format_report(report: dict) -> str:
         f"({len(report['bank_models'])} models, left out: {', '.join(report['excluded_models'])})",
         f"- model latency: {ms(tuned)} ms with the chosen schedules, {ms(untuned)} ms untuned "
         f"(target `{report['target_key']}`, {report['target'].get('num-cores', '?')} threads)",
+        *timing_caveat_lines(t),
         f"- {t['measurements']} candidate measurements ({kinds_text(t.get('measured_by_kind', {}))}) and "
         f"{t['defaults_measured']} defaults measured, "
         f"{t['checked_only']} candidates checked only, out of {t['replayed_candidates']} replayed; "

@@ -46,7 +46,7 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         "bank_models": mr.index.models, "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap,
         "anchor_fallback": anchor_fallback, "rule_space": rule_space,
         "kernels": [c.to_json() for c in choices],
-        "totals": totals(choices, mr.kernels, timing, mr.import_s),
+        "totals": totals(choices, mr.kernels, timing, mr.import_s, mr.workers_wait_s),
     }
     atomic_write_json(str(out_dir / "report.json"), report)
     return report

@@ -31,6 +31,7 @@ class ModelRun:
     index: BankIndex
     exclude: tuple[str, ...]
     import_s: float
+    workers_wait_s: float = 0.0  # after the import, until the measurer's workers were up (open_model_measured)
 
 
 def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = (),
@@ -54,11 +55,14 @@ def open_model(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tu
 def open_model_measured(spec: str, target: TargetSpec, bank_dir: Path, exclude_models: tuple[str, ...] = (),
                         settings: MeasureSettings | None = None,
                         pack_weights: bool = False) -> tuple[Measurer, ModelRun]:
-    """A Measurer whose workers start first, so that their TVM import overlaps the model's (search time
-    excludes neither), and the model opened (`open_model`); the measurer is closed if the model fails to open."""
+    """A Measurer whose workers start first, so that their start (TVM's import; the build workers' tensor
+    intrinsics) overlaps the model's import, and the model opened (`open_model`); returns once the workers are up,
+    so that search time excludes both (the wait after the import is `ModelRun.workers_wait_s`). The measurer is
+    closed if the model fails to open."""
     measurer = Measurer(target.config, settings).start_workers()
     try:
-        return measurer, open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
+        mr = open_model(spec, target, bank_dir, exclude_models, pack_weights=pack_weights)
+        return measurer, replace(mr, workers_wait_s=measurer.wait_ready())
     except BaseException:
         measurer.close()
         raise
@@ -135,7 +139,8 @@ def measured_by_kind(choices: list[KernelChoice]) -> dict[str, int]:
     return out
 
 
-def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTiming, import_s: float) -> dict:
+def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTiming, import_s: float,
+           workers_wait_s: float = 0.0) -> dict:
     """The report's totals: counts, FLOP coverage, seconds, model latencies. `build_s` sums the parallel
     build workers (CPU side); `build_wall_s` is the wall time the builds took."""
     flops = sum(k.total_flops for k in kernels)
@@ -166,6 +171,7 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         **default_time(choices),
         "flop_coverage_chosen": covered / flops if flops else 0.0,
         "import_s": round(import_s, 2),
+        "workers_wait_s": round(workers_wait_s, 2),  # workers' start not hidden by the import (not search time)
         "search_s": round(sum(c.wall_s for c in choices), 2),
         "replay_s": round(sum(c.replay_s for c in choices), 2),
         "build_s": round(sum(c.build_s for c in choices), 2),
@@ -174,5 +180,7 @@ def totals(choices: list[KernelChoice], kernels: list[Kernel], timing: ModelTimi
         "final_compile_and_time_s": round(timing.compile_s, 2),
         "model_latency_tuned_s": tuned.median if tuned.ok else None,
         "model_latency_untuned_s": untuned.median if untuned is not None and untuned.ok else None,
+        # the model timings that got no clean run (every try stalled by another process, measurer._timed)
+        "model_timing_caveats": {k: r.caveat for k, r in measured if r.ok and r.caveat},
         "errors": {k: r.error[:300] for k, r in measured if not r.ok},
     }
