@@ -462,7 +462,6 @@ def test_a_finished_run_is_filed_in_the_bank_with_its_checked_measurements_only(
     """bank add-run: every kernel measured beside its default becomes a tuned kernel of a new bank model, its
     valid measured candidates its records (what the bank reads and replays like a tuning run's); a run of
     another CPU, a name the bank has and a held-out model are refused, and nothing is written then."""
-
     from recommender.bank.add_run import add_run
     from recommender.bank.store import read_meta, read_records
     from recommender.cli import main
@@ -570,7 +569,6 @@ def test_an_interrupted_or_repeated_add_run_files_the_model_once_with_every_reco
     """An add-run stopped after its records were packed but before its meta.json leaves a folder no reader lists;
     the rerun completes it with every record. Run again (same or another --name), it adds nothing and says so:
     the model is filed once."""
-
     from recommender.bank import add_run as add_run_module
     from recommender.bank.store import bank_models, read_records
     from recommender.core.errors import BankError
