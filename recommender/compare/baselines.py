@@ -35,8 +35,8 @@ def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> Costs:
             if not contention.spoiled(watch.share):
                 return costs
         share = "" if watch.share is None else f" (the kept one stalled {watch.share:.0%} of its time)"
-        costs.caveat = (f"no clean run in {contention.RETRIES + 1} tries: another process took the CPU in every try"
-                        f"{share}; the figure is likely too slow")
+        costs.caveat = contention.no_clean_run(contention.RETRIES + 1,
+                                               f"another process took the CPU in every try{share}")
         return costs
 
 

@@ -27,6 +27,7 @@ from ..transfer.kernel import FoundCandidates, choose, find_candidates
 from ..transfer.run import ModelRun, open_model_measured
 from ..transfer.selection import KernelCandidates, Selector, ranked
 from ..transfer.short_tune import trials_per_kernel
+from .summary import caveat_entry
 
 UNTUNED_TIMING = MeasureSettings(repeat=3, min_repeat_ms=0)  # plain loops: seconds per inference on big models
 MODEL_TIMING = MeasureSettings(repeat=7, min_repeat_ms=200)
@@ -206,8 +207,7 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             cmp.add("metaschedule", kind="scratch", curve=curve, cap_s=round(scratch_cap_s, 1),
                     latency_s=curve[-1]["latency_s"] if curve else None,
                     search_s=curve[-1]["search_s"] if curve else None,
-                    **({"timing_caveat": curve[-1]["timing_caveat"]} if curve and curve[-1].get("timing_caveat")
-                       else {}))
+                    **caveat_entry(curve[-1].get("timing_caveat") if curve else None))
         if refine_s > 0 and "lgbm-k3" in cmp.data["methods"]:
             _refine(cmp, mr, measurer, out_dir, refine_s, log)
     if baselines:
@@ -265,7 +265,7 @@ def _refine(cmp: Comparison, mr: ModelRun, measurer: Measurer, out_dir: Path, re
     cmp.add("lgbm-k3+refine", kind="refine", latency_s=curve[-1]["latency_s"], search_s=round(total, 1),
             refine_s=curve[-1]["search_s"], trials=curve[-1]["trials"],
             scratch_latency_at_same_time_s=at_same[-1]["latency_s"] if at_same else None,
-            **({"timing_caveat": curve[-1]["timing_caveat"]} if curve[-1].get("timing_caveat") else {}))
+            **caveat_entry(curve[-1].get("timing_caveat")))
 
 
 def _inputs(mr: ModelRun) -> list:
@@ -275,7 +275,7 @@ def _inputs(mr: ModelRun) -> list:
 def timing_caveat(result: object) -> dict:
     """A method's entry's `timing_caveat` where its model timing got no clean run (every try stalled by another
     process: measurer._timed), else nothing: `cmp.add(..., **timing_caveat(r))`."""
-    return {"timing_caveat": result.caveat} if result.ok and result.caveat else {}
+    return caveat_entry(result.caveat if result.ok else None)
 
 
 def _time_with(choices: list[KernelChoice], mr: ModelRun, measurer: Measurer, db_dir: Path
@@ -352,7 +352,7 @@ def _baselines(cmp: Comparison, spec: str, target: TargetSpec, model_name: str, 
     latencies, caveats = time_baselines(spec, target, model_name, log)
     for name, lat in latencies.items():
         cmp.add(name, kind=name, latency_s=lat, search_s=0.0,
-                **({"timing_caveat": caveats[name]} if name in caveats else {}))
+                **caveat_entry(caveats.get(name)))
 
 
 def time_baselines(spec: str, target: TargetSpec, model_name: str,

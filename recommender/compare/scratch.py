@@ -16,6 +16,7 @@ from ..core.fileio import atomic_write_json, read_json
 from ..core.stopping import native_section
 from ..measure import MeasureSettings, Measurer
 from ..transfer.run import ModelRun
+from .summary import caveat_entry
 
 CHECKPOINT_TIMING = MeasureSettings(repeat=5, min_repeat_ms=100)
 
@@ -64,7 +65,7 @@ def tune_from_scratch(mr: ModelRun, measurer: Measurer, work_dir: Path, cap_s: f
         trials += round_trials
         r = measurer.measure_model(mr.model.mod, inputs, database_dir=str(work_dir), settings=CHECKPOINT_TIMING)
         curve.append({"search_s": round(spent, 1), "trials": trials, "latency_s": r.median if r.ok else None,
-                      **({"timing_caveat": r.caveat} if r.ok and r.caveat else {})})
+                      **caveat_entry(r.caveat if r.ok else None)})
         atomic_write_json(str(curve_path), {"cap_s": cap_s, "curve": curve})
         log(f"MetaSchedule from scratch: {trials} trials, {spent:.0f} s, model "
             f"{r.median * 1e3 if r.ok else float('nan'):.2f} ms (goal {goal_s * 1e3 if goal_s else float('nan'):.2f} ms)")

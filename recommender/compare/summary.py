@@ -15,6 +15,12 @@ import re
 import statistics
 
 RANDOM = re.compile(r"^random(@\d+)?$")
+
+
+def caveat_entry(text: str | None) -> dict:
+    """A method's (or checkpoint's) `timing_caveat` entry where its timing got no clean run, else nothing:
+    `cmp.add(..., **caveat_entry(text))`."""
+    return {"timing_caveat": text} if text else {}
 ROWS = ("lgbm", "tlp", "heuristic", "random", "tiles-then-donors", "donors", "fixed-tiles")
 
 

@@ -21,6 +21,11 @@ RETRIES = 2  # a spoiled timing is timed again this many times, then kept with i
 RETRY_WAIT_S = 0.5  # between a spoiled timing and the next try: a short stranger may finish meanwhile
 
 
+def no_clean_run(tries: int, why: str) -> str:
+    """The caveat of a timing whose every try was spoiled, the last one kept: `why` says by what."""
+    return f"no clean run in {tries} {'try' if tries == 1 else 'tries'}: {why}; the figure is likely too slow"
+
+
 def stalled_us(path: str = PSI_CPU) -> int | None:
     """The machine's cumulative CPU stall (`some` total, microseconds), None where PSI is not available."""
     try:

@@ -104,8 +104,7 @@ class MeasureResult:
         else:
             ratio = "" if self.parallel_ratio is None else f" (parallel probe {self.parallel_ratio:.2f})"
             why = f"the timing worker's threads did not run side by side in any try{ratio}"
-        tries = f"{self.tries} {'try' if self.tries == 1 else 'tries'}"
-        return f"no clean run in {tries}: {why}; the figure is likely too slow"
+        return contention.no_clean_run(self.tries, why)
 
 
 def parse_runner(spec: str) -> dict | None:
