@@ -161,11 +161,12 @@ def test_a_pointwise_conv_on_a_7x7_map_gets_flat_tiles_on_avx512_that_replay_fro
     _check_against_the_unscheduled_conv(pointwise, scheds[2:], avx512, (64, 32, 7, 7, 1), apply_replayed)
 
 
-@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (28, 2, 1), (7, 1, (3, 1)),
-                                               (17, 1, (7, 1)), (17, 1, 1), (55, 1, 3)])
+@pytest.mark.parametrize("hw,stride,kernel", [(7, 1, 3), (14, 2, 3), (14, 2, 1), (16, 2, 1), (28, 2, 1), (56, 2, 1),
+                                               (7, 1, (3, 1)), (17, 1, (7, 1)), (17, 1, 1), (55, 1, 3)])
 def test_flat_tiles_gather_a_padded_or_strided_input_and_replay_from_their_trace(hw, stride, kernel):
-    """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector) get flat
-    tiles too, and a 3x1 conv, whose unit tap drops out of the gather, and Inception's 7x1 and 1x1 convs on 17x17
+    """A 3x3 conv on a 7x7 map and stride-2 convs (onto 7x7, and onto 14x14, wider than half a vector; a 1x1
+    one onto a map of any size, 28x28 here, where 14-column tiles fit too; onto 8x8 and 28x28 the vectors of some
+    tiles cover the map exactly, no padding) get flat tiles too, and a 3x1 conv, whose unit tap drops out of the gather, and Inception's 7x1 and 1x1 convs on 17x17
     maps, which no column tile divides, and SqueezeNet's 3x3 conv on 55x55, which only 5-column tiles divide: the
     input gathered into one row per input channel and tap, zero padding and stride resolved in the gather, per
     tile of positions inside the parallel loop on maps over FLAT_MAX_POSITIONS; output-checked against the

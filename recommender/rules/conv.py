@@ -14,7 +14,8 @@ odd columns apart, so that each tap reads one contiguous vector instead of shuff
 llvm-znver4-2c, best column tile each way, side by side: its 3 -> 64 7x7 stem 186.9 against 87.5 GFLOP/s, its
 3x3 convs onto 14x14 and 7x7 140.5 against 103.5 and 99.9 against 52.2, onto 28x28 81.4 against 78.3;
 `python benchmarks/conv_rules_probe.py --models resnet50 --kernels 8 --stride-2-plain`, conv_rules.stride2.md.
-In the same run the 1x1 stride-2 convs, whose two schedules are the same, read up to 1.5x apart: the noise).
+In the same run the 1x1 stride-2 convs, whose two schedules are the same, read up to 1.5x apart: the noise). An
+unpadded (1x1) conv's input is read in place, and a 1x1 stride-2 conv also gets flat tiles (`flat_fits`).
 
 The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
 accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
@@ -237,7 +238,11 @@ def flat_tiles(channels: int, lanes: int, positions: int = 0) -> list[FlatTile]:
 def flat_fits(mod: object, lanes: int) -> bool:
     """Whether flat tiles apply: an ungrouped conv (any filter size or padding the rule takes) on a map at most
     half a vector wide, or of stride 2 (the gather makes its strided reads contiguous) onto at most
-    FLAT_MAX_POSITIONS positions, or onto a width no column tile divides or only one of at most half a vector
+    FLAT_MAX_POSITIONS positions or, 1x1 (ResNet's projections, whose gather is one row per input channel), onto
+    any map (resnet50's 256 -> 512 at 56x56 onto 28x28: 169.9 GFLOP/s flat against 70.8 under the best column tile
+    reading the strided input in place, 150.9 with Relax's copy of it kept at the root, rows and columns apart;
+    resnet18's 64 -> 128 at the same size 85.5 flat against 130.1 in place: both are measured; llvm-rocketlake-2c,
+    benchmarks/results/llvm-rocketlake-2c/pad_copy.stride2.md), or onto a width no column tile divides or only one of at most half a vector
     (any size: on SqueezeNet's 55x55 maps, where only 5 of 16 lanes divide, a 16 -> 64 3x3 conv ran 123 GFLOP/s
     under the best 5-column tile and 322 under a flat one, llvm-znver5-2c; its 64 -> 16 1x1 conv 136 under a
     5-column tile and 80 flat: both are measured). A stride-1 conv on a wider
@@ -250,7 +255,7 @@ def flat_fits(mod: object, lanes: int) -> bool:
         return False
     widths = column_widths(extents[3], lanes)
     return (2 * extents[3] <= lanes or not widths or 2 * max(widths) <= lanes
-            or (is_stride_2(mod) and extents[2] * extents[3] <= FLAT_MAX_POSITIONS))
+            or (is_stride_2(mod) and (extents[2] * extents[3] <= FLAT_MAX_POSITIONS or extents[5:] == [1, 1])))
 
 
 def is_stride_2(mod: object) -> bool:
@@ -391,7 +396,8 @@ def _tile(sch: object, tile: tuple[int, ...], inline_copies: bool = True, deinte
 
 def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     """A flat tile: the conv's input gathered into columns (`reindex`: one row per input channel and filter tap,
-    the map's positions flat along it, padded with zeros to whole vectors of the tile; the input's own padding
+    the map's positions flat along it, padded with zeros to whole vectors of the tile where they do not cover it
+    exactly (a map they do cover was refused until 2026-12-07, resnet50's 28x28 under 16 x 1); the input's own padding
     and a stride resolved in the gather), `channels` x `vectors` accumulators of `lanes` positions over the whole
     reduction, the output cropped back to rows and columns by the epilogue (at the root)."""
     conv, producers, consumers = _around_conv(sch)
@@ -415,9 +421,10 @@ def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     sch.transform_layout(conv, ("write", 0), lambda n, c, h, w: (n, c, h * width + w))
     sch.transform_block_layout(conv, lambda n, c, h, w, rc, ry, rx: (n, c, h * width + w, rc, ry, rx))
     name = sch.get(conv).name_hint
-    sch.pad_einsum(conv, [1, 1, -(-positions // step) * step, 1, 1, 1])
-    conv = sch.get_sblock(name)
-    sch.compute_inline(columns)  # gathered straight into the zero-padded copy pad_einsum made
+    if positions % step:  # where the tile's vectors cover the map exactly, the gather needs no padding
+        sch.pad_einsum(conv, [1, 1, -(-positions // step) * step, 1, 1, 1])
+        conv = sch.get_sblock(name)
+        sch.compute_inline(columns)  # gathered straight into the zero-padded copy pad_einsum made
     n, co, p, rc, ry, rx = sch.get_loops(conv)
     co_o, co_i = sch.split(co, [None, tile.channels])
     p_o, p_v, p_i = sch.split(p, [None, tile.vectors, lanes])
