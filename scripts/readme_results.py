@@ -743,7 +743,8 @@ def render_profiles(target_dir: Path, root: Path = ROOT) -> str:
     if not files:
         return ""
     rows = ["| model | database | model ms | kernels alone | kernels in the model | kernels without a record | "
-            "VM builtins | between calls (hook incl.) | hook | model - kernels alone |", "|---|---|" + "---|" * 8]
+            "VM builtins | between calls (hook incl.) | hook | model - kernels alone | kernels alone, cold | "
+            "model - kernels alone, cold |", "|---|---|" + "---|" * 10]
     dates = set()
     for f in files:
         d = json.loads(f.read_text())
@@ -752,12 +753,19 @@ def render_profiles(target_dir: Path, root: Path = ROOT) -> str:
         gap = t["model_s"] - t["kernels_isolated_s"]
         cells = [t[k] for k in ("model_s", "kernels_isolated_s", "kernel_s", "kernel_no_record_s", "vm_builtin_s",
                                 "between_calls_s", "hook_overhead_s")]
+        cold = t.get("kernels_cold_s")
+        cold_cells = (f"{_ms(cold, 2)} | {_ms(t['model_s'] - cold, 2)} ({(t['model_s'] - cold) / t['model_s']:.0%})"
+                      if cold is not None else "- | -")
         rows.append(f"| [{d['model']}]({f.relative_to(root)}) | `{d['database']}` | "
-                    + " | ".join(_ms(c, 2) for c in cells) + f" | {_ms(gap, 2)} ({gap / t['model_s']:.0%}) |")
+                    + " | ".join(_ms(c, 2) for c in cells) + f" | {_ms(gap, 2)} ({gap / t['model_s']:.0%}) | "
+                    + cold_cells + " |")
     intro = wrap(f"`schedrec profile MODEL --database DIR --runs 20` ({', '.join(sorted(dates))}; each model's database "
                  "from `schedrec transfer --budget-per-kernel 2`): every call of the compiled model timed through the "
                  "Relax VM's instrument hook, medians of 20 runs; \"kernels alone\" sums the database records' "
-                 "isolated times (what the transfer measured) x calls. Milliseconds per inference, 2 threads.")
+                 "isolated times (what the transfer measured) x calls. Milliseconds per inference, 2 threads. "
+                 "\"Cold\" (profiles run with `--cold`): the same kernels timed alone once more, one call a repeat, every "
+                 "argument but the first flushed from the caches before each call, as a kernel reads its weights in "
+                 "the model.")
     return intro + "\n" + "\n".join(rows) + "\n"
 
 

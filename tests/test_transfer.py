@@ -607,14 +607,15 @@ def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_r
                                                                                             target, tmp_path):
     """`schedrec profile MODEL --database DIR`: each kernel with a record is a row with as many calls as the
     model makes of it (its weight) and its record's isolated time; the VM's builtins and the time between
-    calls are rows of their own; a folder that is not a database is refused before anything is built."""
+    calls are rows of their own; a folder that is not a database is refused before anything is built. With
+    --cold, each recorded kernel is timed alone again, one call a repeat with flushed caches, beside the rest."""
     from recommender.core.errors import SchedrecError
     from recommender.compare.profile import profile_model
     _, onnx_path = bank_and_onnx
     out = k2_run[0]
     code, printed = main_printing("profile", onnx_path, "--database", str(out / "database"), "--runs", "3",
-                                  "--out", str(tmp_path / "profile.json"))
-    assert code == 0 and "between calls" in printed and "the hook costs" in printed
+                                  "--cold", "--out", str(tmp_path / "profile.json"))
+    assert code == 0 and "between calls" in printed and "the hook costs" in printed and "cold caches" in printed
     data = json.loads((tmp_path / "profile.json").read_text())
     report = json.loads((out / "report.json").read_text())
     recorded = sorted(sum(float(x) for x in r.run_secs) / len(r.run_secs) for r in _records(out / "database"))
@@ -627,5 +628,11 @@ def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_r
     t = data["totals"]
     assert t["model_s"] > 0 and t["between_calls_s"] >= 0 and t["calls_per_run"] == sum(r["calls"] for r in data["rows"])
     assert t["kernel_s"] == pytest.approx(sum(r["model_s"] for r in kernels.values()))
+    assert data["cold_settings"]["flush_cache"] and data["cold_settings"]["number"] == 1
+    assert all(r["cold_s"] > 0 for r in kernels.values()) and t["kernels_without_cold_time"] == []
+    assert t["kernels_cold_s"] == pytest.approx(sum(r["cold_s"] for r in kernels.values()))
+    assert t["kernels_cold_s"] > t["kernels_isolated_s"]  # one call a repeat, its weights read from memory
+    code, _ = main_printing("profile", onnx_path, "--cold", "--out", str(tmp_path / "nodb.json"))
+    assert code != 0 and not (tmp_path / "nodb.json").exists()  # nothing to time cold without a database
     with pytest.raises(SchedrecError, match="not a MetaSchedule database"):
         profile_model(onnx_path, target, tmp_path, runs=1)

@@ -92,6 +92,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     isolated (recorded) time, the VM's own calls, and the time between calls."""
     from pathlib import Path
 
+    from ..core.errors import SchedrecError
     from ..frontend.model_import import model_name_from_spec
     from ..compare.profile import profile_model, write_profile
     from ..measure.vm_profile import gap_lines
@@ -99,12 +100,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     db = Path(args.database) if args.database else None
     print(f"profiling {args.model} on {target.key} ({args.runs} runs) ...", file=sys.stderr)
-    data = profile_model(args.model, target, db, runs=args.runs, fast_math=not args.exact_math)
+    if args.cold and db is None:
+        raise SchedrecError("--cold times the database's schedules alone: give --database")
+    data = profile_model(args.model, target, db, runs=args.runs, fast_math=not args.exact_math, cold=args.cold)
     rows = [[_short(r["symbol"], 56), r["kind"], str(r["calls"]), f"{r['model_s'] * 1e3:.3f}",
              f"{r['isolated_s'] * 1e3:.3f}" if "isolated_s" in r else "-",
              f"{r['model_s'] / r['isolated_s']:.2f}" if r.get("isolated_s") else "-"]
+            + ([f"{r['cold_s'] * 1e3:.3f}" if "cold_s" in r else "-"] if args.cold else [])
             for r in data["rows"][:args.top]]
-    print_table(rows, ["call", "kind", "calls", "model ms", "isolated ms", "model/isolated"])
+    print_table(rows, ["call", "kind", "calls", "model ms", "isolated ms", "model/isolated"]
+                + (["cold ms"] if args.cold else []))
     if len(data["rows"]) > args.top:
         print(f"... {len(data['rows']) - args.top} more in the JSON")
     for line in gap_lines(data):
@@ -136,6 +141,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--runs", type=options.positive_int, default=20,
                     help="instrumented and plain runs, interleaved (20)")
     pr.add_argument("--top", type=options.positive_int, default=30, help="rows to print (30); the JSON has all")
+    pr.add_argument("--cold", action="store_true",
+                    help="also time each kernel with a record alone with cold caches (one call a repeat, every "
+                         "argument but the first flushed before each call), as it reads its weights in the model")
     options.exact_math(pr)
     options.out(pr, "out/profile/MODEL.json", what="the profile's JSON", metavar="FILE")
     pr.set_defaults(func=cmd_profile)

@@ -14,6 +14,11 @@ uses):
 - kind `other`: anything else the VM calls (closures, packed functions);
 - `between calls`: the instrumented run's time outside any top-level call (VM dispatch between instructions,
   the hook's own cost included: `hook overhead` estimates it from the plain runs).
+
+With `cold` times (`schedrec profile --cold`: each recorded kernel timed alone once more, one call a repeat,
+every argument but the first flushed from the caches before each call, `COLD`), a kernel row also has
+`cold_s`: in the model a kernel reads its weights once, from memory, where the recorded (warm) timing calls it
+over and over with everything in cache.
 """
 from __future__ import annotations
 
@@ -74,6 +79,9 @@ def profile_library(lib_path: str, args_info: list, runs: int = 20, warmup: int 
 
 
 KERNEL, UNRECORDED, BUILTIN, OTHER = "kernel", "kernel, no record", "vm builtin", "other"
+# a cold timing: one call a repeat, the caches flushed of every argument but the first (the input activation,
+# which the previous kernel just wrote) before each call (TVM's cache_flush_cpu_non_first_arg)
+COLD = {"repeat": 15, "number": 1, "min_repeat_ms": 0, "flush_cache": True}
 
 
 def _kind(symbol: str, kernels: set[str], recorded: dict[str, float]) -> str:
@@ -84,10 +92,10 @@ def _kind(symbol: str, kernels: set[str], recorded: dict[str, float]) -> str:
     return BUILTIN if symbol.startswith("vm.builtin.") else OTHER
 
 
-def summarize(raw: dict, kernels: set[str], recorded: dict[str, float]) -> dict:
+def summarize(raw: dict, kernels: set[str], recorded: dict[str, float], cold: dict[str, float] | None = None) -> dict:
     """The per-symbol rows and the totals of one profile (`profile_library`'s output); `kernels` are the
-    model's PrimFunc names, `recorded` the database's isolated seconds per kernel. Times are medians over the runs,
-    per run of the model."""
+    model's PrimFunc names, `recorded` the database's isolated seconds per kernel, `cold` (optional) each recorded
+    kernel's isolated seconds with cold caches. Times are medians over the runs, per run of the model."""
     rows: dict[str, dict] = {}
     top_level = 0.0
     for call in raw["calls"]:
@@ -101,6 +109,8 @@ def summarize(raw: dict, kernels: set[str], recorded: dict[str, float]) -> dict:
     for row in rows.values():
         if row["kind"] == KERNEL:
             row["isolated_s"] = recorded[row["symbol"]] * row["calls"]
+            if cold is not None and row["symbol"] in cold:
+                row["cold_s"] = cold[row["symbol"]] * row["calls"]
     plain = statistics.median(raw["plain_s"])
     traced = statistics.median(raw["instrumented_s"])
     by_kind = {k: sum(r["model_s"] for r in rows.values() if r["kind"] == k)
@@ -110,6 +120,10 @@ def summarize(raw: dict, kernels: set[str], recorded: dict[str, float]) -> dict:
         "totals": {"model_s": plain, "instrumented_s": traced, "hook_overhead_s": traced - plain,
                    "calls_per_run": len(raw["calls"]), "between_calls_s": max(0.0, traced - top_level),
                    "kernels_isolated_s": sum(r.get("isolated_s", 0.0) for r in rows.values()),
+                   **({"kernels_cold_s": sum(r.get("cold_s", 0.0) for r in rows.values()),
+                       "kernels_without_cold_time": sorted(r["symbol"] for r in rows.values()
+                                                           if r["kind"] == KERNEL and "cold_s" not in r)}
+                      if cold is not None else {}),
                    **{f"{k.replace(', ', '_').replace(' ', '_')}_s": v for k, v in by_kind.items()}},
         "runs": len(raw["plain_s"]), "stall_share": raw.get("stall_share"),
     }
@@ -129,4 +143,8 @@ def gap_lines(summary: dict) -> list[str]:
         f"other calls {ms(t['other_s'])}; between calls {ms(t['between_calls_s'])} (hook included)",
         f"outside the recorded kernels' isolated times: {ms(t['model_s'] - t['kernels_isolated_s'])} "
         f"({(t['model_s'] - t['kernels_isolated_s']) / t['model_s']:.0%} of the model)",
-    ]
+    ] + ([f"the same kernels alone with cold caches (every argument but the first flushed before each call): "
+          f"{ms(t['kernels_cold_s'])}, so the model minus them is {ms(t['model_s'] - t['kernels_cold_s'])} "
+          f"({(t['model_s'] - t['kernels_cold_s']) / t['model_s']:.0%})"
+          + (f"; {len(t['kernels_without_cold_time'])} kernel(s) failed the cold timing"
+             if t["kernels_without_cold_time"] else "")] if "kernels_cold_s" in t else [])
