@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,14 @@ from .metrics import score_groups, summarize_outcomes
 REMEASURE_FILE = Path("noise") / "remeasure.jsonl.gz"
 CEILING_FILE = Path("noise") / "ceiling.json"
 FAILED = "wrong_result"  # the status a candidate gets here when a pass did not give it a latency
+
+
+def ceiling_file(target_dir: Path) -> Path | None:
+    """The target's noise ceiling for `schedrec evaluate`: measured on its rule-space matrix where it has one
+    (evaluate's groups of the kernels that matrix holds are its rows: donors beside the rule's space), else on
+    its transfer matrix; None where neither was measured."""
+    return next((p for p in (Path(target_dir) / "space" / CEILING_FILE, Path(target_dir) / "transfer" / CEILING_FILE)
+                 if p.exists()), None)
 
 
 def _remeasured(path: Path) -> dict[tuple, dict]:

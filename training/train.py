@@ -26,6 +26,7 @@ from recommender.core.rows import CandidateRow
 from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
 from .metrics import score_groups, summarize_outcomes
+from .noise_ceiling import ceiling_file
 from .registry import ranker_class
 from .report import update_card
 
@@ -176,8 +177,8 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
     if fractions:
         # the fast learned ranker only: the TLP model takes minutes per leave-one-model-out pass
         result["learning_curve"] = learning_curve(data, [n for n in names if n == "lgbm"], fractions, log)
-    noise = data.target_dir / "transfer" / "noise" / "ceiling.json"
-    if noise.exists():
+    noise = ceiling_file(data.target_dir)
+    if noise is not None:
         import json
         result["noise_ceiling"] = json.loads(noise.read_text())
     spread = [n for n in names if n in SPREAD_RANKERS]
