@@ -122,58 +122,31 @@ def test_retimed_medians_replace_the_single_timings_of_the_run():
 
 
 def test_a_baseline_timing_another_process_stalled_is_timed_again(monkeypatch):
-    """PyTorch's and ONNX Runtime's timings are retried like the measurer's whole-model timings when the CPU stall
-    watch says a stranger spoiled them: here the first two tries read as spoiled, the third as clean, and it is
-    kept."""
+    """PyTorch's and ONNX Runtime's timings are retried like the measurer's when the CPU stall watch says a
+    stranger spoiled them: here the first two tries read as spoiled, the third as clean, and it is kept."""
     from recommender.compare import baselines
-    from recommender.measure import contention, measurer
+    from recommender.measure import contention
     verdicts = [True, True, False]
     seen = []
     monkeypatch.setattr(contention, "spoiled", lambda share: seen.append(share) or verdicts[len(seen) - 1])
-    monkeypatch.setattr(measurer, "MODEL_RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr(contention, "RETRY_WAIT_S", 0.0)
     calls = []
     costs = baselines._median_of_repeats(lambda: calls.append(1), repeat=2, min_repeat_s=0.0)
     assert len(seen) == 3 and len(costs) == 2 and len(calls) == 1 + 3 * 2  # warm-up, then 3 tries of 2 repeats
 
 
 def test_a_baseline_timing_stalled_in_every_try_is_kept_with_its_caveat(monkeypatch):
-    """A PyTorch or ONNX Runtime timing whose every try the stall detector reads as spoiled is kept, the last of
-    as many tries as a whole model's timing gets, with a caveat; a clean first try has none (the costs read as a
-    plain list either way)."""
+    """A PyTorch or ONNX Runtime timing whose every try the stall detector reads as spoiled is kept, the last try,
+    with a caveat; a clean first try has none (the costs read as a plain list either way)."""
     from recommender.compare import baselines
-    from recommender.measure import contention, measurer
-    monkeypatch.setattr(measurer, "MODEL_RETRY_WAIT_S", 0.0)
+    from recommender.measure import contention
+    monkeypatch.setattr(contention, "RETRY_WAIT_S", 0.0)
     monkeypatch.setattr(contention, "spoiled", lambda share: True)
     costs = baselines._median_of_repeats(lambda: None, repeat=2, min_repeat_s=0.0)
     assert len(costs) == 2 and baselines.median(costs) >= 0
-    assert costs.caveat.startswith(f"no clean run in {measurer.MODEL_RETRIES + 1} tries: another process took the CPU")
+    assert costs.caveat.startswith(f"no clean run in {contention.RETRIES + 1} tries: another process took the CPU")
     monkeypatch.setattr(contention, "spoiled", lambda share: False)
     assert baselines._median_of_repeats(lambda: None, repeat=2, min_repeat_s=0.0).caveat is None
-
-
-def test_a_baseline_timing_in_a_slow_stretch_is_timed_again_and_kept_with_its_caveat(monkeypatch):
-    """With 2 threads, the parallel probe runs before and after each try: a try it reads as slow (the threads did
-    not run side by side, measure/parallel_probe.py) is timed again, as a whole model's is; slow in every try, the
-    last is kept with a caveat that says so. The probe itself runs here, on this machine's TVM threads."""
-    from recommender.compare import baselines
-    from recommender.measure import contention, measurer, parallel_probe
-    monkeypatch.setattr(measurer, "MODEL_RETRY_WAIT_S", 0.0)
-    monkeypatch.setattr(contention, "spoiled", lambda share: False)
-    real = parallel_probe.probe_ratio
-    readings = []
-
-    def probe(threads=None, **kw):
-        readings.append(real(threads=threads, **kw))  # a real reading: a number with two threads
-        return 1.9 if len(readings) <= 2 else 1.0  # the first try's two readings slow, then side by side
-    monkeypatch.setattr(parallel_probe, "probe_ratio", probe)
-    calls = []
-    costs = baselines._median_of_repeats(lambda: calls.append(1), repeat=2, min_repeat_s=0.0, threads=2)
-    assert costs.caveat is None and len(calls) == 1 + 2 * 2 and len(readings) == 4
-    assert all(r is not None and r > 0 for r in readings)
-    monkeypatch.setattr(parallel_probe, "probe_ratio", lambda threads=None, **kw: 1.9)
-    costs = baselines._median_of_repeats(lambda: None, repeat=2, min_repeat_s=0.0, threads=2)
-    assert costs.caveat.startswith(f"no clean run in {measurer.MODEL_RETRIES + 1} tries: the 2 threads did not run "
-                                   "side by side")
 
 
 def test_a_kept_spoiled_model_timing_says_why_and_a_clean_one_says_nothing():

@@ -8,7 +8,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from ..measure import contention, parallel_probe
+from ..measure import contention
 from ..measure.contention import StallWatch
 from ..measure.host_lock import exclusive
 
@@ -20,32 +20,23 @@ class Costs(list):
     caveat: str | None = None
 
 
-def _median_of_repeats(call, repeat: int, min_repeat_s: float, threads: int = 1) -> Costs:
+def _median_of_repeats(call, repeat: int, min_repeat_s: float) -> Costs:
     """Seconds per call, one value per repeat; each repeat runs the call until it lasts `min_repeat_s`.
-    Holds the machine's measurement lock (measure/host_lock.py). A timing that another process stalled
-    (measure/contention.py), or that ran while `threads` threads (2 or more) did not run side by side (the parallel
-    probe around it, measure/parallel_probe.py), is timed again as the measurer times a whole model again: up to
-    MODEL_RETRIES times, MODEL_RETRY_WAIT_S apart (a slow stretch lasts seconds to minutes); the last try is
-    kept with its caveat."""
-    from ..measure import measurer
+    Holds the machine's measurement lock (measure/host_lock.py); a timing that another process stalled
+    (measure/contention.py) is timed again, as the measurer's are, up to contention.RETRIES times, and the
+    last try, still stalled, is kept with its caveat."""
     with exclusive("timing a baseline"):
         call()  # warm-up
-        for attempt in range(measurer.MODEL_RETRIES + 1):
+        for attempt in range(contention.RETRIES + 1):
             if attempt:
-                time.sleep(measurer.MODEL_RETRY_WAIT_S)
-            before = parallel_probe.probe_ratio(threads=threads)
+                time.sleep(contention.RETRY_WAIT_S)
             with StallWatch() as watch:
                 costs = Costs(_repeats(call, repeat, min_repeat_s))
-            ratio = max((r for r in (before, parallel_probe.probe_ratio(threads=threads)) if r is not None),
-                        default=None)
-            stalled = contention.spoiled(watch.share)
-            if not stalled and not parallel_probe.slow(ratio):
+            if not contention.spoiled(watch.share):
                 return costs
-        why = (f"another process took the CPU in every try"
-               f"{'' if watch.share is None else f' (the kept one stalled {watch.share:.0%} of its time)'}"
-               if stalled else f"the {threads} threads did not run side by side in every try (parallel probe "
-                               f"{ratio:.2f} of one thread's time around the kept one)")
-        costs.caveat = contention.no_clean_run(measurer.MODEL_RETRIES + 1, why)
+        share = "" if watch.share is None else f" (the kept one stalled {watch.share:.0%} of its time)"
+        costs.caveat = contention.no_clean_run(contention.RETRIES + 1,
+                                               f"another process took the CPU in every try{share}")
         return costs
 
 
@@ -71,7 +62,7 @@ def pytorch_timer(model, args: tuple, threads: int) -> Callable[[int, float], li
     def timer(repeat: int, min_repeat_s: float) -> list[float]:
         torch.set_num_threads(threads)
         with torch.no_grad():
-            return _median_of_repeats(lambda: model(*args), repeat, min_repeat_s, threads)
+            return _median_of_repeats(lambda: model(*args), repeat, min_repeat_s)
     return timer
 
 
@@ -84,7 +75,7 @@ def torch_compile_timer(model, args: tuple, threads: int) -> Callable[[int, floa
     def timer(repeat: int, min_repeat_s: float) -> list[float]:
         torch.set_num_threads(threads)
         with torch.no_grad():
-            return _median_of_repeats(lambda: compiled(*args), repeat, min_repeat_s, threads)
+            return _median_of_repeats(lambda: compiled(*args), repeat, min_repeat_s)
     return timer
 
 
@@ -121,8 +112,7 @@ def onnx_file_timer(path: str, inputs: list, threads: int) -> Callable[[int, flo
     the order of the file's inputs): timer(repeat, min_repeat_s) -> seconds per call, one per repeat."""
     sess = onnxruntime_session(path, threads)
     feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
-    return lambda repeat, min_repeat_s: _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s,
-                                                            threads)
+    return lambda repeat, min_repeat_s: _median_of_repeats(lambda: sess.run(None, feeds), repeat, min_repeat_s)
 
 
 def time_pytorch(model, args: tuple, threads: int, repeat: int = 5, min_repeat_s: float = 0.2) -> Costs:

@@ -51,11 +51,10 @@ def worker_threads() -> int:
         return 1
 
 
-def probe_ratio(rounds: int = 3, calls: int = 20, threads: int | None = None) -> float | None:
-    """Median over `rounds` of (parallel kernel time / serial kernel time) over `threads` threads (default: the
-    timing worker's, `worker_threads`); None with one thread. About 2 ms."""
+def probe_ratio(rounds: int = 3, calls: int = 20) -> float | None:
+    """Median over `rounds` of (parallel kernel time / serial kernel time); None with one thread. About 2 ms."""
     import tvm
-    threads = worker_threads() if threads is None else threads
+    threads = worker_threads()
     if threads < 2:
         return None
     par, ser, args = _kernels(threads)
