@@ -7,8 +7,10 @@ beside random orders (3 seeds) and `tiles-then-donors` (the rules' fixed tiles f
 what schedrec measured before one pool). Top-k as in docs/design.md (weighted best / latency of the best of the
 k first; a restricted order shorter than k ranks the rest of the pool after it). Measures nothing.
 
-    python benchmarks/space_ranking.py [--target-key llvm-znver5-2c]
-writes benchmarks/results/<key>/space_ranking.json.
+    python benchmarks/space_ranking.py [--target-key llvm-znver5-2c] [--pools RUN_DIR,...]
+writes benchmarks/results/<key>/space_ranking.json. With --pools, also each pool an exhaustive replay measured for a
+model outside the bank (`schedrec replay --model M --rule-space N`: RUN_DIR/candidates.jsonl.gz), scored by lgbm
+fitted on every training row (the model is in no fold), in the spread order and by its scores alone.
 """
 from __future__ import annotations
 
@@ -59,9 +61,30 @@ def spread_scores(groups: list, scores: np.ndarray) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def score_pools(run_dirs: list[Path], data: object, baseline: object) -> dict:
+    """Per run folder: its measured pool scored by lgbm fitted on every training row (spread order and scores
+    alone) and by `baseline`."""
+    from training.evaluate import FeatureTable
+    ranker = fit_ranker("lgbm", trainable(data.rows + list(data.extra)), data.table)
+    out = {}
+    for run in run_dirs:
+        rows = read_rows(run / "candidates.jsonl.gz")
+        test = ranking_set(rows).where(lambda g: g.best_s is not None)
+        scores = predict(ranker, test, FeatureTable(data.featurizer, test.rows))
+        out[run.name] = {"kernels": len(test.groups), "candidates": int(test.sizes.sum()), **{
+            n: summarize_outcomes(o, KS) for n, o in {
+                "lgbm": score_groups(test.groups, spread_scores(test.groups, scores), KS),
+                "lgbm-scores": score_groups(test.groups, scores, KS),
+                "tiles-then-donors": score_groups(test.groups, order_scores(test.groups, baseline), KS)}.items()}}
+        print(run.name, {n: (out[run.name][n]["top1"], out[run.name][n]["top2"]) for n in ("lgbm", "lgbm-scores")},
+              file=sys.stderr)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target-key", default="llvm-znver5-2c")
+    ap.add_argument("--pools", default="", help="exhaustive replays of models outside the bank (run folders), comma-separated")
     a = ap.parse_args()
     target_dir = repo_models_dir() / a.target_key
     files = sorted((target_dir / "space").glob("*.jsonl.gz"))
@@ -94,8 +117,11 @@ def main() -> None:
             pooled.setdefault(n, []).extend(o)
         print(model, {n: per_model[model][n]["top1"] for n in outcomes}, file=sys.stderr)
     summary = {"target_key": a.target_key, "date": time.strftime("%Y-%m-%d"),
-               "command": f"python benchmarks/space_ranking.py --target-key {a.target_key}",
+               "command": f"python benchmarks/space_ranking.py --target-key {a.target_key}"
+                          + (f" --pools {a.pools}" if a.pools else ""),
                "pooled": {n: summarize_outcomes(o, KS) for n, o in pooled.items()}, "models": per_model}
+    if a.pools:
+        summary["pools"] = score_pools([Path(p) for p in a.pools.split(",")], data, baseline)
     from results_dir import results_dir
     path = results_dir(a.target_key) / "space_ranking.json"
     atomic_write_json(str(path), summary)
