@@ -109,7 +109,10 @@ class CandidateRow:
 
     @property
     def key(self) -> tuple:
-        """Unique within a matrix: the target kernel and the source record."""
+        """The target kernel and the source record: meant to be unique within a matrix, but rule instances that
+        `matrix --add-instances` added restart their ranks and can share a key with an older instance of other
+        knobs (1,297 rows of llvm-rocketlake-2c's rule-space matrix; training then gives such a pair one feature
+        row). Adding the knob values fixes it and changes what the shipped rankers learn: to land with a retrain."""
         return (self.target_model, self.target_kernel, self.source_model, self.source_kernel, self.source_rank,
                 self.match)
 
