@@ -111,7 +111,7 @@ class CandidateRow:
     def key(self) -> tuple:
         """The target kernel and the source record: meant to be unique within a matrix, but rule instances that
         `matrix --add-instances` added restart their ranks and can share a key with an older instance of other
-        knobs (1,297 rows of llvm-rocketlake-2c's rule-space matrix; training then gives such a pair one feature
+        knobs (1,297 pairs of rows in llvm-rocketlake-2c's rule-space matrix; training then gives a pair one feature
         row). Adding the knob values fixes it and changes what the shipped rankers learn: to land with a retrain."""
         return (self.target_model, self.target_kernel, self.source_model, self.source_kernel, self.source_rank,
                 self.match)
