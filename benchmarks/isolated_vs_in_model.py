@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tvm.s_tir import Schedule  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from recommender.compare.profile import profile_model  # noqa: E402
 from recommender.frontend.model_import import import_model  # noqa: E402
 from recommender.measure import MeasureSettings, Measurer  # noqa: E402
-from recommender.measure.worker import applied_records  # noqa: E402
+from recommender.measure.worker import applied_records, record_module  # noqa: E402
 from recommender.target.spec import parse_target  # noqa: E402
 
 
@@ -42,11 +41,7 @@ with Measurer(t.config) as m:
         recs = [records[n][kernel] for n in names]
         if str(recs[0].trace) == str(recs[1].trace):
             continue
-        scheduled = []
-        for r in recs:
-            sch = Schedule(r.workload.mod)
-            r.trace.apply_to_schedule(sch, remove_postproc=False)
-            scheduled.append(sch.mod)
+        scheduled = [record_module(r) for r in recs]
         w = m.measure(scheduled, settings=warm)
         c = m.measure(scheduled, settings=cold)
         rows.append({"kernel": [kernel, kernel], "inmodel": [inmodel[n].get(kernel) for n in names],

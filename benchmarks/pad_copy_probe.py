@@ -90,16 +90,15 @@ def stride_2_ways(kernel: object, target: object, lanes: int) -> tuple[list, lis
     return labels, mods
 
 
-def stride_2_main(args, target, measurer, out: dict) -> list[str]:
-    """--stride-2: the 1x1 stride-2 convs of each model, every way of `stride_2_ways` side by side; the report's
-    lines."""
+def stride_2_main(args, target, measurer, out: dict, res: Path) -> list[str]:
+    """--stride-2: the 1x1 stride-2 convs of each model, every way of `stride_2_ways` side by side, the JSON kept in
+    `res` as it grows; the report's lines."""
     from recommender.frontend.kernels import extract_kernels
     from recommender.frontend.model_import import import_model
     from recommender.rules import conv as cr
     from recommender.target.spec import float32_lanes
     tt = target.tvm()
     lanes = float32_lanes(tt)
-    res = results_dir_of(target)
     for model in args.models.split(","):
         kernels = [k for k in extract_kernels(import_model(f"zoo:{model}", tt), tt)
                    if k.class_key.startswith("conv2d/") and cr.conv_output(k.mod) and cr.is_stride_2(k.mod)
@@ -133,11 +132,6 @@ def stride_2_main(args, target, measurer, out: dict) -> list[str]:
     return lines
 
 
-def results_dir_of(target: object) -> Path:
-    from results_dir import results_dir
-    return results_dir(target.key)
-
-
 def main() -> None:
     from results_dir import results_dir, run_header
 
@@ -161,7 +155,7 @@ def main() -> None:
            "kernels": []}
     if args.stride_2:
         with Measurer(target.config, MeasureSettings(repeat=7, min_repeat_ms=20)) as measurer:
-            lines = stride_2_main(args, target, measurer, out)
+            lines = stride_2_main(args, target, measurer, out, res)
         atomic_write_text(str(res / "pad_copy.stride2.md"), "\n".join(lines) + "\n")
         print(f"wrote {res / 'pad_copy.stride2.json'} and .md", file=sys.stderr)
         return

@@ -84,7 +84,8 @@ def score_pools(run_dirs: list[Path], data: object, baseline: object) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target-key", default="llvm-znver5-2c")
-    ap.add_argument("--pools", default="", help="exhaustive replays of models outside the bank (run folders), comma-separated")
+    ap.add_argument("--pools", default="",
+                    help="exhaustive replays of models outside the bank (run folders), comma-separated")
     a = ap.parse_args()
     target_dir = repo_models_dir() / a.target_key
     files = sorted((target_dir / "space").glob("*.jsonl.gz"))

@@ -49,18 +49,13 @@ def cold_kernel_times(mod: object, database_dir: Path, target: TargetSpec, measu
     """Seconds of each kernel of `mod` that has a record in the database (the record MetaScheduleApplyDatabase
     applies), its schedule timed alone with cold caches (`vm_profile.COLD`); a kernel whose timing fails is left
     out."""
-    from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
-    from ..measure.worker import applied_records
+    from ..measure.worker import applied_records, record_module
     records = applied_records(mod, ms.database.JSONDatabase(work_dir=str(database_dir), allow_missing=False),
                               target.tvm())
-    names, scheduled = [], []
-    for name, rec in sorted(records.items()):
-        sch = Schedule(rec.workload.mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        names.append(name)
-        scheduled.append(sch.mod)
+    names = sorted(records)
+    scheduled = [record_module(records[name]) for name in names]
     results = measurer.measure(scheduled, settings=MeasureSettings(**COLD, fast_math=measurer.settings.fast_math))
     return {name: r.median for name, r in zip(names, results) if r.ok}
 

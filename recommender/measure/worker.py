@@ -98,6 +98,15 @@ def applied_records(mod: object, db: object, target: object) -> dict[str, object
     return out
 
 
+def record_module(rec: object) -> object:
+    """The scheduled IRModule of a MetaSchedule tuning record: its trace applied to its workload, postprocessing
+    kept as recorded."""
+    from tvm.s_tir import Schedule
+    sch = Schedule(rec.workload.mod)
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod
+
+
 def pack_weights_ahead(mod: object) -> object:
     """A scheduled Relax model whose kernels pack their weights (layout-free buffers, RewriteLayout) with the
     packing moved out of the kernels and folded into the model's constants, so it runs once, at compile

@@ -242,11 +242,11 @@ def flat_fits(mod: object, lanes: int) -> bool:
     any map (resnet50's 256 -> 512 at 56x56 onto 28x28: 169.9 GFLOP/s flat against 70.8 under the best column tile
     reading the strided input in place, 150.9 with Relax's copy of it kept at the root, rows and columns apart;
     resnet18's 64 -> 128 at the same size 85.5 flat against 130.1 in place: both are measured; llvm-rocketlake-2c,
-    benchmarks/results/llvm-rocketlake-2c/pad_copy.stride2.md), or onto a width no column tile divides or only one of at most half a vector
-    (any size: on SqueezeNet's 55x55 maps, where only 5 of 16 lanes divide, a 16 -> 64 3x3 conv ran 123 GFLOP/s
-    under the best 5-column tile and 322 under a flat one, llvm-znver5-2c; its 64 -> 16 1x1 conv 136 under a
-    5-column tile and 80 flat: both are measured). A stride-1 conv on a wider
-    map that column tiles fit gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed.
+    benchmarks/results/llvm-rocketlake-2c/pad_copy.stride2.md), or onto a width no column tile divides or only one
+    of at most half a vector (any size: on SqueezeNet's 55x55 maps, where only 5 of 16 lanes divide, a 16 -> 64
+    3x3 conv ran 123 GFLOP/s under the best 5-column tile and 322 under a flat one, llvm-znver5-2c; its 64 -> 16
+    1x1 conv 136 under a 5-column tile and 80 flat: both are measured). A stride-1 conv on a wider map that column
+    tiles fit gets none: on 14x14 maps a 14-wide column tile won on all 12 1x1 convs probed.
     Where no column tile fits, flat tiles are the rule's only tiles: on torchvision inception_v3's ten heaviest
     convs (17x17 maps, and 71x71), llvm-znver4-2c, the best flat tile reached 76-165 GFLOP/s against 16-70 for
     the schedule its transfer had chosen (out of vgg16's donors), even over 71x71's 5041 positions."""
@@ -397,9 +397,9 @@ def _tile(sch: object, tile: tuple[int, ...], inline_copies: bool = True, deinte
 def _flat_tile(sch: object, tile: FlatTile, lanes: int) -> None:
     """A flat tile: the conv's input gathered into columns (`reindex`: one row per input channel and filter tap,
     the map's positions flat along it, padded with zeros to whole vectors of the tile where they do not cover it
-    exactly (a map they do cover was refused until 2026-12-07, resnet50's 28x28 under 16 x 1); the input's own padding
-    and a stride resolved in the gather), `channels` x `vectors` accumulators of `lanes` positions over the whole
-    reduction, the output cropped back to rows and columns by the epilogue (at the root)."""
+    exactly (a map they do cover was refused until 2026-12-07, resnet50's 28x28 under 16 x 1); the input's own
+    padding and a stride resolved in the gather), `channels` x `vectors` accumulators of `lanes` positions over the
+    whole reduction, the output cropped back to rows and columns by the epilogue (at the root)."""
     conv, producers, consumers = _around_conv(sch)
     for b in consumers[:-1]:
         sch.compute_inline(b)
