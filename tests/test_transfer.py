@@ -604,17 +604,27 @@ def test_an_interrupted_or_repeated_add_run_files_the_model_once_with_every_reco
 
 
 def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_recorded_time(bank_and_onnx, k2_run,
-                                                                                            target, tmp_path):
+                                                                                            target, tmp_path,
+                                                                                            monkeypatch):
     """`schedrec profile MODEL --database DIR`: each kernel with a record is a row with as many calls as the
     model makes of it (its weight) and its record's isolated time; the VM's builtins and the time between
     calls are rows of their own; a folder that is not a database is refused before anything is built. With
     --cold, each recorded kernel is timed alone again, one call a repeat with flushed caches, beside the rest."""
     from recommender.core.errors import SchedrecError
     from recommender.compare.profile import profile_model
+    from recommender.measure import Measurer
     _, onnx_path = bank_and_onnx
     out = k2_run[0]
+    timed_with = []  # the settings of every kernel timing the profile asks for
+    measure = Measurer.measure
+
+    def spy(self, mods, *args, settings=None, **kw):
+        timed_with.append(settings)
+        return measure(self, mods, *args, settings=settings, **kw)
+    monkeypatch.setattr(Measurer, "measure", spy)
     code, printed = main_printing("profile", onnx_path, "--database", str(out / "database"), "--runs", "3",
                                   "--cold", "--out", str(tmp_path / "profile.json"))
+    assert [s and (s.flush_cache, s.number, s.min_repeat_ms) for s in timed_with] == [(True, 1, 0)]  # cold: flushed, 1 call
     assert code == 0 and "between calls" in printed and "the hook costs" in printed and "cold caches" in printed
     data = json.loads((tmp_path / "profile.json").read_text())
     report = json.loads((out / "report.json").read_text())
