@@ -624,7 +624,8 @@ def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_r
     monkeypatch.setattr(Measurer, "measure", spy)
     code, printed = main_printing("profile", onnx_path, "--database", str(out / "database"), "--runs", "3",
                                   "--cold", "--out", str(tmp_path / "profile.json"))
-    assert [s and (s.flush_cache, s.number, s.min_repeat_ms) for s in timed_with] == [(True, 1, 0)]  # cold: flushed, 1 call
+    # one kernel timing call, cold: caches flushed, one call a repeat
+    assert [s and (s.flush_cache, s.number, s.min_repeat_ms) for s in timed_with] == [(True, 1, 0)]
     assert code == 0 and "between calls" in printed and "the hook costs" in printed and "cold caches" in printed
     data = json.loads((tmp_path / "profile.json").read_text())
     report = json.loads((out / "report.json").read_text())
