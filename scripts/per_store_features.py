@@ -36,11 +36,10 @@ from featurize.per_store import FEATURE_VERSION, N_PER_STORE, SUMMARY_DIM, extra
 from recommender.bank.store import wait_while_paused  # noqa: E402
 from recommender.core.errors import SchedrecError, run_script  # noqa: E402
 from recommender.core.fileio import replacing  # noqa: E402
-from recommender.core.rows import CandidateRow  # noqa: E402
+from recommender.core.rows import KEY_FIELDS, CandidateRow, key_from_json  # noqa: E402
 from recommender.target.spec import parse_target  # noqa: E402
 from recommender.core.row_files import read_rows  # noqa: E402
 
-KEY_FIELDS = ("target_model", "target_kernel", "source_model", "source_kernel", "source_rank", "match")  # CandidateRow.key
 
 
 class Store:
@@ -60,7 +59,7 @@ class Store:
         try:
             with np.load(self.path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
-                keys = [tuple(k) for k in json.loads(str(z["keys"]))]
+                keys = [key_from_json(k) for k in json.loads(str(z["keys"]))]
                 X, n = np.asarray(z["X"]), np.asarray(z["n_stores"])
                 failed = json.loads(str(z["failed"]))
         except (OSError, ValueError, KeyError) as err:
@@ -70,7 +69,7 @@ class Store:
                                 f"{feature_version!r}: move it away to start again")
         self.rows = {k: X[i] for i, k in enumerate(keys)}
         self.n_stores = {k: int(n[i]) for i, k in enumerate(keys)}
-        self.failed = {tuple(f["key"]): f["error"] for f in failed}
+        self.failed = {key_from_json(f["key"]): f["error"] for f in failed}
         self.timing.update(meta.get("timing", {}))
 
     def done(self, key: tuple) -> bool:

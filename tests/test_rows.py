@@ -10,7 +10,7 @@ import pytest
 
 from recommender.core import rows as rows_mod
 from recommender.core.errors import BankError
-from recommender.core.rows import DEFAULT, CandidateRow
+from recommender.core.rows import DEFAULT, CandidateRow, key_from_json
 from recommender.core.row_files import read_rows, summarize, write_rows
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "llvm-znver3-2c"
@@ -54,6 +54,20 @@ def test_default_row_keeps_seconds_and_workload():
     row = CandidateRow.from_json(obj)
     assert row.is_default and row.seconds == {"total": 1.0} and row.workload == ["w"]
     assert not CandidateRow.from_json(dict(obj, match="class")).is_default
+
+
+def test_rule_instances_of_one_rank_but_other_knobs_have_their_own_keys():
+    """`matrix --add-instances` restarts the ranks of the rule instances it adds: the knob values keep their rows
+    apart, else training looks both up as one feature row (training.evaluate.FeatureTable indexes by key)."""
+    base = {"target_model": "m", "target_kernel": "k", "class_key": "c", "match": "class", "status": "ok",
+            "source_model": "(conv rule)", "source_kernel": "k", "source_rank": 3, "latency_s": 1e-4}
+    a = CandidateRow.from_json(dict(base, knobs={"channels": 8, "rows": 2, "fixed": True}))
+    b = CandidateRow.from_json(dict(base, knobs={"channels": 8, "rows": 2, "reduction": 16, "fixed": False}))
+    same = CandidateRow.from_json(dict(base, knobs={"rows": 2, "channels": 8, "fixed": False}))
+    assert a.key != b.key and a.key == same.key  # "fixed" marks today's tiles; it names no other schedule
+    assert key_from_json(json.loads(json.dumps(b.key))) == b.key
+    donor = CandidateRow.from_json(dict(base, source_model="resnet18"))
+    assert key_from_json(json.loads(json.dumps(donor.key[:6]))) == donor.key  # saved before the knobs joined it
 
 
 def test_a_row_missing_a_required_field_is_refused(tmp_path):

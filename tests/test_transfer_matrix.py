@@ -250,7 +250,7 @@ def test_add_instances_measures_only_the_rule_instances_a_finished_kernel_lacks(
     knob): --add-instances measures the instances each finished kernel's rows lack, after its rows, which stay
     as they were; run again, it measures nothing."""
     from recommender.core.rows import RULE
-    from recommender.transfer.matrix import knob_key
+    from recommender.core.rows import knob_key
     out = tmp_path / "space"
     args = ["--all-pairs", "--models", "wide", "--bank", str(bank2), "--out", str(out), *MATRIX_ARGS]
     assert _cli(*args, "--rule-space", "3") == 0

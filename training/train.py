@@ -21,7 +21,7 @@ from featurize.trace_tokens import Vocabulary
 from recommender.bank.sources import read_source_kernels
 from recommender.core.errors import BankError
 from recommender.core.fileio import atomic_write_json, display_path
-from recommender.core.rows import CandidateRow
+from recommender.core.rows import CandidateRow, key_from_json
 
 from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
@@ -44,7 +44,7 @@ def per_store_lookup(features_file: Path) -> Callable[[list[CandidateRow]], np.n
         return None
     import json
     data = np.load(features_file, allow_pickle=False)
-    keys = [tuple(k) for k in json.loads(str(data["keys"]))]
+    keys = [key_from_json(k) for k in json.loads(str(data["keys"]))]
     index = {k: i for i, k in enumerate(keys)}
     X = data["X"]
 

@@ -109,12 +109,10 @@ class CandidateRow:
 
     @property
     def key(self) -> tuple:
-        """The target kernel and the source record: meant to be unique within a matrix, but rule instances that
-        `matrix --add-instances` added restart their ranks and can share a key with an older instance of other
-        knobs (1,297 pairs of rows in llvm-rocketlake-2c's rule-space matrix; training then gives a pair one feature
-        row). Adding the knob values fixes it and changes what the shipped rankers learn: to land with a retrain."""
+        """The target kernel, the source record and, for a rule instance, its knob values: unique within a matrix
+        (rule instances that `matrix --add-instances` added restart their ranks, so the rank alone is not)."""
         return (self.target_model, self.target_kernel, self.source_model, self.source_kernel, self.source_rank,
-                self.match)
+                self.match, knob_key(self.knobs))
 
     @classmethod
     def from_json(cls, obj: dict) -> "CandidateRow":
@@ -138,3 +136,17 @@ class CandidateRow:
             if out[opt] is None:
                 del out[opt]
         return out
+
+
+def knob_key(knobs: dict | None) -> tuple:
+    """A rule instance's identity: its knob values, whether or not it is one of the rule's fixed instances."""
+    return tuple(sorted((k, v) for k, v in (knobs or {}).items() if k != "fixed"))
+
+
+KEY_FIELDS = ("target_model", "target_kernel", "source_model", "source_kernel", "source_rank", "match", "knobs")
+
+
+def key_from_json(obj: list) -> tuple:
+    """A `CandidateRow.key` read back from JSON (lists where it had tuples). A key saved before the knob values
+    joined it (six fields) gets none: the rows it was saved for were not rule instances added apart."""
+    return tuple(obj[:6]) + (tuple(tuple(pair) for pair in obj[6]) if len(obj) > 6 else (),)

@@ -21,6 +21,7 @@ from ..bank.store import locked, wait_while_paused
 from ..core.errors import BankError
 from ..core.fileio import atomic_write_json, display_path, read_json
 from ..core.row_files import read_rows, summarize
+from ..core.rows import knob_key
 from ..frontend.kernels import kernel_from_mod
 from ..measure import MeasureSettings, Measurer
 from ..rules import tile_rule_for
@@ -228,11 +229,6 @@ def _note_default_drift(kernel: str, choice: KernelChoice, have: list, added: st
     if choice.default_s and old_default and not 0.9 <= choice.default_s / old_default <= 1.1:
         log(f"note: {kernel}: its default measured {choice.default_s / old_default:.2f}x the first session's; the "
             f"added {added} are timed against this session's machine")
-
-
-def knob_key(knobs: dict | None) -> tuple:
-    """A rule instance's identity: its knob values, whether or not it is one of the rule's fixed instances."""
-    return tuple(sorted((k, v) for k, v in (knobs or {}).items() if k != "fixed"))
 
 
 def _add_instances(model: str, kernels: list[BankKernel], rows: RowFile, measurer: Measurer, tt: object,

@@ -45,8 +45,8 @@ def spread_order(rows: Sequence[CandidateRow], order: Sequence[int]) -> list[int
     """`order` with the best-placed candidate of each family first (families in the order of their best),
     then the rest in `order`. A ranker's errors go by family: trained on kernels where a structural choice
     seldom pays, it scores that whole family low, also where it would win. Leave-one-model-out on the
-    llvm-rocketlake-2c rule-space matrix, the spread raised lgbm's weighted top-2 from 0.925 to 0.977 and its
-    top-1 stayed 0.909 (docs/design.md, "Spreading the first picks")."""
+    llvm-rocketlake-2c rule-space matrix, the spread raised lgbm's weighted top-2 from 0.933 to 0.953 and its
+    top-1 stayed 0.906 (docs/design.md, "Spreading the first picks")."""
     head, seen = [], set()
     for i in order:
         family = candidate_family(rows[i])
