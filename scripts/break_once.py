@@ -282,6 +282,14 @@ BREAKS = (
     Break("key-without-knobs", "a row's key leaves out its knob values (rule instances added apart share ranks)",
           "recommender/core/rows.py", "self.match, knob_key(self.knobs))", "self.match, ())",
           ("tests/test_rows.py::test_rule_instances_of_one_rank_but_other_knobs_have_their_own_keys",)),
+    Break("rpc-session-kept", "a timing worker keeps its RPC session (and so its board) for its life",
+          "recommender/measure/worker.py",
+          '    tracker = tvm_rpc.connect_tracker(rpc["host"], rpc["port"])\n'
+          '    return tracker.request(rpc["key"], priority=1, session_timeout=600)\n',
+          '    global _KEPT\n    if "_KEPT" not in globals():\n'
+          '        _KEPT = tvm_rpc.connect_tracker(rpc["host"], rpc["port"]).request(rpc["key"], priority=1, '
+          'session_timeout=600)\n    return _KEPT\n',
+          ("tests/test_rpc.py",)),
     Break("spread-skipped", "a learned selector measures by its scores alone, not the best of each family first",
           "recommender/transfer/selection.py", "        if self.spread:\n", "        if False:\n",
           ("tests/test_selection.py::test_a_learned_order_measures_the_best_of_each_candidate_family_first",)),

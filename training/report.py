@@ -86,10 +86,7 @@ def rankers_markdown(target_dir: Path) -> str:
                       f"change {_f(a.get('median_abs_change'))}); two new measurements back to back give top-1 "
                       f"{_f(b.get('top1'))}, top-5 {_f(b.get('top5'))} (median change "
                       f"{_f(b.get('median_abs_change'))})."
-                      + (f" Ranked by the median of 1..{len(nc['repeats_curve'])} repeats, top-1 "
-                         + " / ".join(_f(v["top1"]) for v in nc["repeats_curve"].values())
-                         + f"; {nc.get('repeats_for_top1_095') or 'no count of'} repeats hold 0.95."
-                         if nc.get("repeats_curve") else ""), ""]
+                      + _repeats_sentence(nc), ""]
         curve = ev.get("learning_curve")
         if curve:
             names = sorted({n for v in curve.values() for n in v})
@@ -174,3 +171,16 @@ def update_shared_card(shared_dir: Path) -> Path:
     card.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(card), shared_markdown(shared_dir).rstrip("\n") + "\n")
     return card
+
+
+def _repeats_sentence(nc: dict) -> str:
+    """What the ceiling's repeats curve says: top-1 ranked by the median of 1..n repeats, and how many reach 0.95."""
+    curve = nc.get("repeats_curve") or {}
+    if not curve:
+        return ""
+    n, enough = len(curve), nc.get("repeats_for_top1_095")
+    ranked = (f"by one repeat, top-1 {_f(next(iter(curve.values()))['top1'])}" if n == 1 else
+              f"by the median of 1..{n} repeats, top-1 " + " / ".join(_f(v["top1"]) for v in curve.values()))
+    held = (f"{enough} {'repeat holds' if enough == 1 else 'repeats hold'} 0.95" if enough else
+            f"no count up to {n} holds 0.95")
+    return f" Ranked {ranked}; {held}."

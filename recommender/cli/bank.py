@@ -121,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="evolutionary-search population: schedules sampled and evolved per round (256)")
     bt.add_argument("--min-share", type=options.share, default=0.01,
                     help="tune kernels holding at least this share of the model's FLOPs (0.01)")
-    bt.add_argument("--runner", default="local", help="local, or rpc://HOST:PORT/KEY for a remote board")
+    options.runner(bt)
     options.repeat(bt)
     bt.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
     bt.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")

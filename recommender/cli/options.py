@@ -247,3 +247,9 @@ def cluster(sp: argparse.ArgumentParser, what: str) -> None:
     sp.add_argument("--cluster", type=cluster_address, metavar="ADDRESS",
                     help=f"{what} on a Dask cluster: a scheduler address (tcp://HOST:8786) or local:N (N worker "
                          f"processes started on this machine); needs schedrec[cluster] (docs/scale.md)")
+
+
+def runner(sp: argparse.ArgumentParser, what: str = "") -> None:
+    """--runner: where candidates are timed (builds stay on this machine or the Dask workers)."""
+    sp.add_argument("--runner", default="local",
+                    help=f"local, or rpc://HOST:PORT/KEY: time on the boards a TVM RPC tracker serves under KEY{what}")

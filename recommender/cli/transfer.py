@@ -76,7 +76,8 @@ def replay_all_pairs(args: argparse.Namespace, target: object, bank_dir: Path) -
     say(bank_warnings(bank_dir, target.key) if bank_dir.is_dir() else [])
     s = all_pairs(target, bank_dir, out_dir, top_n=args.top_n or 3, cap=args.cap or 48,
                   models=list(options.names_list(args.models)) or None,
-                  settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
+                  settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math,
+                                           runner=getattr(args, "runner", "local")),
                   anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
                   add_donors=args.add_donors, rule_space=args.rule_space, cluster=args.cluster,
                   add_instances=args.add_instances)
@@ -191,6 +192,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.rule_space(mx, use="matrix")
     options.out(mx, "models/<target-key>/transfer")
     options.exact_math(mx)
+    options.runner(mx, " (with --cluster: the Dask workers build, on any CPU; docs/scale.md)")
     options.cluster(mx, "measure each kernel")
     mx.set_defaults(func=cmd_matrix)
 

@@ -182,32 +182,23 @@ def random_args(args_info: list, seed: int, dev: object) -> list:
     return out
 
 
-_rpc_session: dict = {}
-
-
 def _remote(rpc: dict) -> object:
-    """A cached RPC session to a board of the tracker's `key` queue."""
+    """A session to a board of the tracker's `key` queue, for one timing: a board serves one session at a time,
+    so a timing worker that kept its session would keep the board from every other worker (with more timing
+    workers than boards, theirs waited past the run timeout)."""
     from tvm import rpc as tvm_rpc
-    key = (rpc["host"], rpc["port"], rpc["key"])
-    if key not in _rpc_session:
-        tracker = tvm_rpc.connect_tracker(rpc["host"], rpc["port"])
-        _rpc_session.clear()
-        _rpc_session[key] = tracker.request(rpc["key"], priority=1, session_timeout=600)
-    return _rpc_session[key]
+    tracker = tvm_rpc.connect_tracker(rpc["host"], rpc["port"])
+    return tracker.request(rpc["key"], priority=1, session_timeout=600)
 
 
 def _load(payload: dict) -> tuple[object, object]:
-    """The timed module and its device: local, or uploaded to the remote board."""
+    """The timed module and its device: local, or uploaded to a board (the session closes with the module)."""
     import tvm
     if not payload.get("rpc"):
         return tvm.runtime.load_module(payload["lib_path"]), tvm.cpu()
-    try:
-        remote = _remote(payload["rpc"])
-        remote.upload(payload["lib_path"])
-        lib = remote.load_module(os.path.basename(payload["lib_path"]))
-    except Exception:
-        _rpc_session.clear()  # a broken session is rebuilt for the next request
-        raise
+    remote = _remote(payload["rpc"])
+    remote.upload(payload["lib_path"])
+    lib = remote.load_module(os.path.basename(payload["lib_path"]))
     return lib, remote.cpu()
 
 
