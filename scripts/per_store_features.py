@@ -41,7 +41,6 @@ from recommender.target.spec import parse_target  # noqa: E402
 from recommender.core.row_files import read_rows  # noqa: E402
 
 
-
 class Store:
     """What has been computed so far: summary rows by key, failures, timing totals; saved atomically."""
 
