@@ -274,7 +274,8 @@ class Measurer:
                 result.kept_spoiled, result.tries = kind, attempt + 1  # reports carry its caveat
                 return result
             if not self.stats[f"timed_again_{kind}"]:
-                why = (f"another process took the CPU during a timing (stalled {result.stall_share:.0%} of it)" if spoiled
+                share = result.stall_share
+                why = (f"another process took the CPU during a timing (stalled {share:.0%} of it)" if spoiled
                        else f"the timing worker's threads did not run side by side (parallel probe "
                             f"{result.parallel_ratio:.2f} of one thread's time)")
                 print(f"note: {why}; timed again (up to {retries} times), as every such timing will be",
