@@ -290,12 +290,6 @@ BREAKS = (
           '        _KEPT = tvm_rpc.connect_tracker(rpc["host"], rpc["port"]).request(rpc["key"], priority=1, '
           'session_timeout=600)\n    return _KEPT\n',
           ("tests/test_rpc.py",)),
-    Break("stall-whole-request", "a timing's CPU stall share also counts the load and output check around the timed calls",
-          "recommender/measure/worker.py",
-          "    with _timed_calls() as watch:\n        costs = _timed_calls_of(lib, dev, args, payload)\n",
-          "    with _timed_calls() as watch:\n        _check_or_reference(lib, payload, dev)\n"
-          "        costs = _timed_calls_of(lib, dev, args, payload)\n",
-          ("tests/test_measure.py::test_the_stall_share_is_read_over_the_timed_calls_alone",)),
     Break("spread-skipped", "a learned selector measures by its scores alone, not the best of each family first",
           "recommender/transfer/selection.py", "        if self.spread:\n", "        if False:\n",
           ("tests/test_selection.py::test_a_learned_order_measures_the_best_of_each_candidate_family_first",)),

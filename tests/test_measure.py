@@ -276,29 +276,3 @@ def test_a_timing_taken_while_the_threads_do_not_run_side_by_side_is_timed_again
         # a try that another process also stalled counts as contended: the two kinds share the retries
         assert sum(again.values()) == contention.RETRIES and again["not_parallel"] >= 1, again
         assert sum(kept.values()) == 1, kept
-
-
-def test_the_stall_share_is_read_over_the_timed_calls_alone(tmp_path, monkeypatch, target):
-    """A timing's stall share covers its warmup and repeats, not the load and output check around them: a
-    stranger that takes the CPU while the candidate is checked spoils no figure (a whole request's share
-    retried 1 in 4 of one model's timings on llvm-rocketlake-2c, each costing a wait and a timing)."""
-    import tvm
-
-    from recommender.measure import contention, worker
-    psi = tmp_path / "cpu"
-    psi.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\n")
-    monkeypatch.setattr(contention, "PSI_CPU", str(psi))
-    lib = tmp_path / "matmul64.so"
-    tvm.compile(as_mod(matmul64), target=target.tvm()).export_library(str(lib))
-
-    def stalled_check(*_: object) -> None:  # a stranger stalls each check for 10 s
-        total = contention.stalled_us(str(psi)) + 10_000_000
-        psi.write_text(f"some avg10=0.00 avg60=0.00 avg300=0.00 total={total}\n")
-
-    monkeypatch.setattr(worker, "_check", stalled_check)
-    payload = {"lib_path": str(lib), "reference_path": str(lib) + ".ref", "args_info": [[[64, 64], "float32"]] * 3,
-               "seed": 0, "warmup": 1, "number": 1, "repeat": 3, "min_repeat_ms": 1, "max_timing_s": 0.2,
-               "flush_cache": False}
-    costs, share = worker._time(payload)
-    assert len(costs) == 3 and all(c > 0 for c in costs)
-    assert share is not None and not contention.spoiled(share), share

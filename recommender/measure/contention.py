@@ -18,9 +18,7 @@ PSI_CPU = "/proc/pressure/cpu"
 # saw stalls of 6-7% now and then on llvm-znver4-2c, a busy neighbour 26-50%
 MAX_STALL_SHARE = 0.10
 RETRIES = 2  # a spoiled timing is timed again this many times, then kept with its stall share
-# between a spoiled timing and the next try, so that a short stranger may finish: on llvm-rocketlake-2c 26 of 26
-# kernel timings timed again after 0.1 s were clean on their next try (153 timings of one model's defaults)
-RETRY_WAIT_S = 0.1
+RETRY_WAIT_S = 0.5  # between a spoiled timing and the next try: a short stranger may finish meanwhile
 
 
 def no_clean_run(tries: int, why: str) -> str:
@@ -44,8 +42,8 @@ class StallWatch:
     """Context manager: `share` is the share of the body's wall time in which some task waited for a CPU
     (None where PSI is not available)."""
 
-    def __init__(self, path: str | None = None) -> None:
-        self.path = path or PSI_CPU  # read when made: a test may point PSI_CPU at a file of its own
+    def __init__(self, path: str = PSI_CPU) -> None:
+        self.path = path
         self.share: float | None = None
 
     def __enter__(self) -> "StallWatch":

@@ -261,11 +261,10 @@ class Measurer:
         retries, wait = ((MODEL_RETRIES, MODEL_RETRY_WAIT_S) if op == "time_model" else
                          (contention.RETRIES, contention.RETRY_WAIT_S))
         for attempt in range(retries + 1):
-            with contention.StallWatch() as watch:  # the worker's own reading covers the timed calls alone
+            with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
-            if result.stall_share is None:
-                result.stall_share = watch.share
-            spoiled = contention.spoiled(result.stall_share)
+            result.stall_share = watch.share
+            spoiled = contention.spoiled(watch.share)
             if not (result.ok and (spoiled or parallel_probe.slow(result.parallel_ratio))):
                 return result
             kind = "contended" if spoiled else "not_parallel"
@@ -274,8 +273,7 @@ class Measurer:
                 result.kept_spoiled, result.tries = kind, attempt + 1  # reports carry its caveat
                 return result
             if not self.stats[f"timed_again_{kind}"]:
-                share = result.stall_share
-                why = (f"another process took the CPU during a timing (stalled {share:.0%} of it)" if spoiled
+                why = (f"another process took the CPU during a timing (stalled {watch.share:.0%} of it)" if spoiled
                        else f"the timing worker's threads did not run side by side (parallel probe "
                             f"{result.parallel_ratio:.2f} of one thread's time)")
                 print(f"note: {why}; timed again (up to {retries} times), as every such timing will be",
@@ -289,7 +287,7 @@ class Measurer:
         try:
             reply = self._timer.call(op, payload, timeout)
             return MeasureResult(OK, list(reply["costs"]), run_s=time.perf_counter() - t0,
-                                 stall_share=reply.get("stall_share"), parallel_ratio=reply["parallel_ratio"])
+                                 parallel_ratio=reply["parallel_ratio"])
         except WorkerError as err:
             status = WRONG_RESULT if str(err).startswith("WrongResult") else RUNTIME_ERROR
             return MeasureResult(status, error=str(err), run_s=time.perf_counter() - t0)

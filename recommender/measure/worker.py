@@ -9,11 +9,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Callable
-
-from .contention import StallWatch
 
 
 def _export(lib: object, path: str) -> str:
@@ -131,45 +127,33 @@ def _has_layout_free_buffers(mod: object) -> bool:
                for f in mod.functions.values())
 
 
-def _probed(timing: Callable[[dict], tuple[list[float], float | None]]) -> Callable[[dict], dict]:
+def _probed(timing: Callable[[dict], list[float]]) -> Callable[[dict], dict]:
     """A timing op that also answers the parallel probe before and after it (parallel_probe.py): {"costs",
-    "stall_share": the CPU stall share of the timed calls alone (contention.py), "parallel_ratio": the worse of
-    the two probes, None with one thread}."""
+    "parallel_ratio": the worse of the two, None with one thread}."""
     def op(payload: dict) -> dict:
         from .parallel_probe import probe_ratio
-        if payload.get("rpc"):  # timed on a board: this host's threads and stalls say nothing of it
-            return {"costs": timing(payload)[0], "stall_share": None, "parallel_ratio": None}
+        if payload.get("rpc"):  # timed on a board: this host's threads say nothing of it
+            return {"costs": timing(payload), "parallel_ratio": None}
         before = probe_ratio()
-        costs, stall_share = timing(payload)
+        costs = timing(payload)
         after = probe_ratio()
         ratios = [r for r in (before, after) if r is not None]
-        return {"costs": costs, "stall_share": stall_share, "parallel_ratio": max(ratios) if ratios else None}
+        return {"costs": costs, "parallel_ratio": max(ratios) if ratios else None}
     return op
 
 
-@contextmanager
-def _timed_calls() -> Iterator[StallWatch]:
-    """The section of a timing op whose calls are timed (warmup and repeats), watched for CPU stalls: the load,
-    the output check and the reply around it time nothing, and a stall there spoils no figure."""
-    with StallWatch() as watch:
-        yield watch
-
-
-def _time_model(payload: dict) -> tuple[list[float], float | None]:
-    """Time a compiled Relax model's `main` on the given inputs (float: uniform, int: zeros); (costs, stall
-    share of the timed calls)."""
+def _time_model(payload: dict) -> list[float]:
+    """Time a compiled Relax model's `main` on the given inputs (float: uniform, int: zeros)."""
     import tvm
     from tvm import relax
     dev = tvm.cpu()
     vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
     args = random_args(payload["args_info"], payload.get("seed", 0), dev)
+    for _ in range(max(1, payload["warmup"])):
+        vm["main"](*args)
     evaluator = vm.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
                                   min_repeat_ms=payload["min_repeat_ms"])
-    with _timed_calls() as watch:
-        for _ in range(max(1, payload["warmup"])):
-            vm["main"](*args)
-        costs = [float(x) for x in evaluator(*args).results]
-    return costs, watch.share
+    return [float(x) for x in evaluator(*args).results]
 
 
 def random_args(args_info: list, seed: int, dev: object) -> list:
@@ -290,29 +274,14 @@ class WrongResult(Exception):
     """The candidate computes something other than the unscheduled kernel."""
 
 
-def _time(payload: dict) -> tuple[list[float], float | None]:
-    """Check the candidate (or compute the reference's outputs), then time it; (costs, stall share of the
-    timed calls)."""
-    lib, dev = _load(payload)
-    _check_or_reference(lib, payload, dev)
-    args = random_args(payload.get("timing_args") or payload["args_info"], payload.get("seed", 0), dev)
-    with _timed_calls() as watch:
-        costs = _timed_calls_of(lib, dev, args, payload)
-    return costs, watch.share
-
-
-def _check_or_reference(lib: object, payload: dict, dev: object) -> None:
-    """Before a timing: the reference itself (the kernel's default) computes its outputs, kept for its
-    candidates' checks; a candidate is checked against them (one that packs its weights in its packing build)."""
+def _time(payload: dict) -> list[float]:
     import tvm
-    if payload.get("reference_path") == payload["lib_path"]:
-        reference_outputs(payload, payload.get("seed", 0) + 1, dev)
-    elif payload.get("reference_path"):
+    lib, dev = _load(payload)
+    if payload.get("reference_path") == payload["lib_path"]:  # the reference itself (the kernel's default): no
+        reference_outputs(payload, payload.get("seed", 0) + 1, dev)  # check; its outputs kept for the candidates'
+    elif payload.get("reference_path"):  # a kernel that packs its weights is checked in its packing build
         _check(tvm.runtime.load_module(payload["check_path"]) if payload.get("check_path") else lib, payload, dev)
-
-
-def _timed_calls_of(lib: object, dev: object, args: list, payload: dict) -> list[float]:
-    """The warmup, then `repeat` repeats of time_evaluator (fewer for a slow kernel, `timing_repeats`)."""
+    args = random_args(payload.get("timing_args") or payload["args_info"], payload.get("seed", 0), dev)
     func = lib["main"]
     t0 = time.perf_counter()
     for _ in range(max(1, payload["warmup"])):
