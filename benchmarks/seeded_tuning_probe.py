@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,14 +34,11 @@ def _best_records(db: object, mod: object, n: int) -> list:
     return list(db.get_top_k(db.commit_workload(mod), n))
 
 
-def _median(costs: list[float]) -> float:
-    return statistics.median(costs) if costs else float("inf")
-
-
 def probe_kernel(kernel: object, tt: object, measurer: object, bank_work: str, args: argparse.Namespace) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from recommender.bank.tune import kernel_records, search_kernel
+    from recommender.compare.baselines import interleaved
     from recommender.measure.worker import record_module
     from recommender.rules import tile_rule_for
     from recommender.transfer.database import commit_schedule
@@ -73,19 +71,22 @@ def probe_kernel(kernel: object, tt: object, measurer: object, bank_work: str, a
             t0 = time.perf_counter()
             search_kernel(kernel, tt, measurer, work, db, args.trials, population_size=args.population)
             n_all, valid, best_s = kernel_records(db, kernel.mod)
-            new = [r for r in _best_records(db, kernel.mod, n_all) if r.run_secs]
+            top = _best_records(db, kernel.mod, 1)
             out[arm] = {"records_before": before, "records_after": n_all, "valid": valid,
                         "search_s": round(time.perf_counter() - t0, 1), "best_recorded_before_s": best_before,
                         "best_recorded_s": best_s}
-            best[f"{arm} best"] = record_module(new[0]) if new else None
-    names = [k for k, v in best.items() if v is not None]
-    samples: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(args.rounds):  # rotating order: no schedule always first
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name, res in zip(order, measurer.measure([best[n] for n in order], reference=kernel.mod)):
-            if res.ok:
-                samples[name].append(_median(res.costs))
-    out["side_by_side_s"] = {k: (statistics.median(v) if v else None) for k, v in samples.items()}
+            best[f"{arm} best"] = record_module(top[0]) if top else None
+    def timer(mod: object) -> Callable[[], list[float]]:
+        def costs() -> list[float]:
+            (res,) = measurer.measure([mod], reference=kernel.mod)
+            if not res.ok:
+                raise RuntimeError(f"{res.status}: {res.error}")
+            return res.costs
+        return costs
+
+    rounds, _, _ = interleaved({k: timer(v) for k, v in best.items() if v is not None}, args.rounds)
+    out["side_by_side_s"] = {k: (statistics.median(statistics.median(c) for c in v) if v else None)
+                             for k, v in rounds.items()}
     out["gflops"] = {k: (round(kernel.flops / v / 1e9, 1) if v else None) for k, v in out["side_by_side_s"].items()}
     return out
 
