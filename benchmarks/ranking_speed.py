@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, help="default benchmarks/results/<target-key>/ranking_speed.json")
     a = ap.parse_args()
+    from featurize.candidate_features import Featurizer, schema_of
     from training.registry import ranker_class
     from training.train import TargetData
 
@@ -57,8 +58,9 @@ def main() -> None:
         meta = json.loads(folder.read_text())
         if meta.get("feature_set") == "per_store":
             continue  # its features need lowering: 0.039 s per candidate (scripts/per_store_features.py)
-        ranker = ranker_class(name).load(folder.parent, feature_version=f.version)
-        feats = f.tabular if ranker.feature_set == "tabular" else f.sequences
+        fr = Featurizer(f.vocab, f.sources, schema=schema_of(meta.get("feature_version", "")) or f.schema)
+        ranker = ranker_class(name).load(folder.parent, feature_version=fr.version)
+        feats = fr.tabular if ranker.feature_set == "tabular" else fr.sequences
         s = _median_time(lambda: ranker.predict(feats(sample)), a.repeat)
         out[f"rank_1000_{name}_s"] = round(s, 3)
         print(f"rank 1000 candidates with {name} (featurize + predict): {s:.3f} s (median of {a.repeat})")

@@ -30,7 +30,8 @@ from recommender.core.rows import DONOR, RULE, SPACE
 from .hardware_features import HARDWARE_NAMES, HARDWARE_VERSION, Hardware, hardware_features
 from .trace_tokens import N_NUMERIC, Vocabulary, schedule_summary, trace_tokens
 
-SCHEMA_VERSION = "2"  # 2: the source kind and the rule knobs (`source_features`)
+SCHEMA_VERSION = "3"  # 2: the source kind and the rule knobs; 3: a conv tile's footprint (`source_features`)
+SCHEMAS = ("2", "3")  # what a Featurizer can still make: a ranker saved on an older schema keeps ranking
 KERNEL_KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "matmul", "batch_matmul", "pool", "reduction",
                 "elementwise")
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1,
@@ -144,10 +145,13 @@ def rule_knobs(row: CandidateLike) -> list[float]:
     return inner if len(inner) == len(RULE_KNOBS) else [0.0] * len(RULE_KNOBS)
 
 
-def source_features(row: CandidateLike) -> dict[str, float]:
+def source_features(row: CandidateLike, schema: str = SCHEMA_VERSION) -> dict[str, float]:
     """What kind of schedule the candidate is (a donor, a rule instance, one of the kernel's design space),
     whether it is one of its rule's fixed tiles, and a rule instance's tile: each knob (log2) and how many
-    output values the tile holds (log2 of their product) against the kernel's output width."""
+    output values the tile holds (log2 of their product) against the kernel's output width. From schema 3, a
+    conv tile's footprint per reduction block (log2): the block's input channels (the whole reduction where
+    the instance has no block), the bytes of weights and of input window one register tile reads in it (the
+    window as at stride 1)."""
     kind = row.source_kind
     c, h, w = rule_knobs(row)
     out = {"kind_donor": float(kind == DONOR), "kind_rule": float(kind == RULE),
@@ -158,7 +162,20 @@ def source_features(row: CandidateLike) -> dict[str, float]:
     out["knob_tile"] = _log(c * h * w)
     width = row.target_args[-1][0][-1] if row.target_args and row.target_args[-1][0] else 0
     out["knob_columns_share"] = w / width if w and width else 0.0
+    if int(schema) >= 3:
+        weight = row.target_args[1][0] if row.target_args and len(row.target_args) > 1 else ()
+        conv = c > 0 and len(weight) == 4
+        block = float((row.knobs or {}).get("reduction") or (weight[1] if conv else 0))
+        out["knob_reduction"] = _log(block) if conv else 0.0
+        out["knob_weight_bytes"] = _log(c * block * weight[2] * weight[3] * 4) if conv else 0.0
+        out["knob_input_bytes"] = _log((h + weight[2] - 1) * (w + weight[3] - 1) * block * 4) if conv else 0.0
     return out
+
+
+def schema_of(feature_version: str) -> str:
+    """The schema a feature version names (`Featurizer.version`: "schema3+hw1-vocab..." gives "3")."""
+    head = feature_version.split("-", 1)[0].split("+", 1)[0]
+    return head[len("schema"):] if head.startswith("schema") else ""
 
 
 class Featurizer:
@@ -166,14 +183,17 @@ class Featurizer:
     `hardware`, every row also gets the hardware block (`hardware_features`) of that target."""
 
     def __init__(self, vocab: Vocabulary, sources: dict[tuple[str, str], SourceKernel] | None = None,
-                 hardware: Hardware | None = None) -> None:
+                 hardware: Hardware | None = None, schema: str = SCHEMA_VERSION) -> None:
+        if schema not in SCHEMAS:
+            raise ValueError(f"feature schema {schema!r} is not one this schedrec makes ({', '.join(SCHEMAS)})")
+        self.schema = schema
         self.vocab = vocab
         self.sources = sources or {}
         self.hardware = hardware
         probe = _ProbeRow()
         self._kernel_names = list(kernel_features(probe.class_key, probe.target_args, 1.0))
         self._pair_names = list(pair_features(probe, None))
-        self._source_names = list(source_features(probe))
+        self._source_names = list(source_features(probe, schema))
         self._sched_names = list(schedule_summary([[], []]))
         self._hardware_names = list(HARDWARE_NAMES) if hardware is not None else []
         self.context_names = self._kernel_names + self._pair_names + self._source_names + self._hardware_names
@@ -185,7 +205,7 @@ class Featurizer:
     @property
     def version(self) -> str:
         hw = f"+hw{HARDWARE_VERSION}" if self.hardware is not None else ""
-        return f"schema{SCHEMA_VERSION}{hw}-vocab{self.vocab.version}.{self.vocab.digest}"
+        return f"schema{self.schema}{hw}-vocab{self.vocab.version}.{self.vocab.digest}"
 
     def _source(self, row: CandidateLike) -> SourceKernel | None:
         return self.sources.get((row.source_model, row.source_kernel))
@@ -193,7 +213,7 @@ class Featurizer:
     def _context(self, row: CandidateLike) -> list[float]:
         k = kernel_features(row.class_key, row.target_args, row.flops)
         p = pair_features(row, self._source(row))
-        src = source_features(row)
+        src = source_features(row, self.schema)
         out = [k[n] for n in self._kernel_names] + [p[n] for n in self._pair_names] + [src[n] for n in self._source_names]
         if self.hardware is not None:
             hw = hardware_features(self.hardware, k, src, schedule_summary(_trace_of(row)))

@@ -405,6 +405,12 @@ BREAKS = (
           "recommender/compare/run.py", '        mark = " (!)" if m.get("timing_caveat") else ""', '        mark = ""',
           ("tests/test_compare_logic.py::test_methods_timed_with_no_clean_run_are_marked_in_the_table_and_the_"
            "summary_until_retimed",)),
+    Break("footprint-features", "schema 3 no longer gives a conv tile its footprint features",
+          "featurize/candidate_features.py", "    if int(schema) >= 3:\n", "    if int(schema) >= 4:\n",
+          ("tests/test_featurize.py::test_schema_3_gives_a_conv_tile_its_footprint_per_reduction_block",)),
+    Break("older-schema", "a ranker saved on an older feature schema is featurized with the newest one",
+          "recommender/transfer/recommend.py", "schema if schema in SCHEMAS else SCHEMA_VERSION", "SCHEMA_VERSION",
+          ("tests/test_featurize.py::test_a_ranker_saved_on_an_older_schema_still_ranks",)),
 )
 
 

@@ -137,3 +137,45 @@ def test_featurizer_outputs_match_their_names(vocab):
     assert np.array_equal(f.tabular(rows), X)  # deterministic
     with pytest.raises(TraceFeatureError, match="no replayed trace"):
         f.tabular([_row(trace=None, status="replay_error")])
+
+
+CONV_ARGS = (((1, 64, 32, 32), "float32"), ((128, 64, 3, 3), "float32"), ((1, 128, 32, 32), "float32"))
+
+
+def _conv_rule(**knobs) -> CandidateRow:
+    return _row(class_key="conv2d/s4r3:pad_temp+@conv2d_nchw", target_args=CONV_ARGS, source_model="(conv rule)",
+                source_kernel="tile", knobs=knobs, flops=2 * 128 * 64 * 9 * 32 * 32)
+
+
+def test_schema_3_gives_a_conv_tile_its_footprint_per_reduction_block(vocab):
+    """Weights and input window one register tile reads per block of input channels (the whole reduction
+    without a block), log2; schema 2 has none of it and names another version."""
+    from featurize.candidate_features import schema_of
+    new, old = Featurizer(vocab), Featurizer(vocab, schema="2")
+    names = ("knob_reduction", "knob_weight_bytes", "knob_input_bytes")
+    assert all(n in new.tabular_names and n not in old.tabular_names for n in names)
+    assert schema_of(new.version) == "3" and schema_of(old.version) == "2" and new.version != old.version
+    X = new.tabular([_conv_rule(channels=8, rows=2, columns=16, reduction=16), _conv_rule(channels=4, rows=4, columns=16)])
+    got = [[X[i, new.tabular_names.index(n)] for n in names] for i in range(2)]
+    log = lambda v: math.log2(1 + v)  # noqa: E731
+    assert got[0] == pytest.approx([log(16), log(8 * 16 * 9 * 4), log(4 * 18 * 16 * 4)])
+    assert got[1] == pytest.approx([log(64), log(4 * 64 * 9 * 4), log(6 * 18 * 64 * 4)])
+    assert (X[:, [new.tabular_names.index(n) for n in names]] != 0).all()
+    assert (new.tabular([_row()])[:, [new.tabular_names.index(n) for n in names]] == 0).all()  # no conv tile
+    with pytest.raises(ValueError, match="schema"):
+        Featurizer(vocab, schema="1")
+
+
+def test_a_ranker_saved_on_an_older_schema_still_ranks(tmp_path, vocab):
+    """`load_selector` featurizes with the schema the ranker was trained on, so shipped rankers keep working
+    after the schema grows (each target is retrained when its data is)."""
+    from recommender.transfer.recommend import load_selector
+    from recommender.transfer.selection import KernelCandidates, ranked
+    from training.rankers.lgbm import LGBMRanker
+    rows = [_conv_rule(channels=c, rows=r, columns=16) for c in (4, 8, 16) for r in (1, 2, 4)]
+    old = Featurizer(Vocabulary.load(), schema="2")
+    X, y = old.tabular(rows), np.asarray([i % 3 for i in range(len(rows))], dtype=float)
+    LGBMRanker(n_estimators=5).fit(X, y, np.asarray([len(rows)]), feature_version=old.version).save(
+        tmp_path / "rankers" / "lgbm")
+    selector = load_selector("lgbm", tmp_path, tmp_path)
+    assert sorted(ranked(selector, KernelCandidates(("m", "k"), tuple(rows)))) == list(range(len(rows)))

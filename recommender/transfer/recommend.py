@@ -31,7 +31,7 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
         return restricted(name, load_selector("heuristic", recommender_dir, bank_dir))
     if name not in SELECTORS:
         raise SchedrecError(f"unknown selector {name!r}; one of {', '.join(SELECTORS)}")
-    from featurize.candidate_features import Featurizer
+    from featurize.candidate_features import SCHEMA_VERSION, SCHEMAS, Featurizer, schema_of
     from featurize.trace_tokens import Vocabulary
     from recommender.bank.sources import read_source_kernels
     featurizer = Featurizer(Vocabulary.load(), read_source_kernels(bank_dir))
@@ -42,12 +42,17 @@ def load_selector(name: str, recommender_dir: Path, bank_dir: Path, seed: int = 
             raise SchedrecError(f"no trained {name} ranker in {display_path(folder)}: train one with "
                                 f"`schedrec train --target-key {Path(recommender_dir).name} --ranker {name}`")
         meta = read_json(folder / "meta.json")
+        hardware = None
         if meta.get("hardware"):
             if not target_key:
                 raise SchedrecError(f"{display_path(folder)} was trained across targets: it needs the target key "
                                     f"of the CPU it ranks for")
             from recommender.target.hardware import hardware_for
-            featurizer = Featurizer(featurizer.vocab, featurizer.sources, hardware_for(target_key)[0])
+            hardware = hardware_for(target_key)[0]
+        # the features of the schema the ranker was trained on, where this schedrec still makes them
+        schema = schema_of(meta.get("feature_version", ""))
+        featurizer = Featurizer(featurizer.vocab, featurizer.sources, hardware,
+                                schema if schema in SCHEMAS else SCHEMA_VERSION)
         ranker = cls.load(folder, feature_version=featurizer.version)
         # a ranker saved before rule kinds were recorded saw no rule instance (the matrix had none)
         kinds = frozenset(meta.get("rule_kinds", ()))
