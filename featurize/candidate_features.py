@@ -148,10 +148,10 @@ def rule_knobs(row: CandidateLike) -> list[float]:
 def source_features(row: CandidateLike, schema: str = SCHEMA_VERSION) -> dict[str, float]:
     """What kind of schedule the candidate is (a donor, a rule instance, one of the kernel's design space),
     whether it is one of its rule's fixed tiles, and a rule instance's tile: each knob (log2) and how many
-    output values the tile holds (log2 of their product) against the kernel's output width. From schema 3, a
-    conv tile's footprint per reduction block (log2): the block's input channels (the whole reduction where
-    the instance has no block), the bytes of weights and of input window one register tile reads in it (the
-    window as at stride 1)."""
+    output values the tile holds (log2 of their product) against the kernel's output width. From schema 3,
+    whether the tile is packed (`rules.conv.PackedTile`) or flat, and a conv tile's footprint per reduction
+    block (log2): the block's input channels (the whole reduction where the instance has no block), the bytes
+    of weights and of input window one register tile reads in it (the window as at stride 1)."""
     kind = row.source_kind
     c, h, w = rule_knobs(row)
     out = {"kind_donor": float(kind == DONOR), "kind_rule": float(kind == RULE),
@@ -163,6 +163,9 @@ def source_features(row: CandidateLike, schema: str = SCHEMA_VERSION) -> dict[st
     width = row.target_args[-1][0][-1] if row.target_args and row.target_args[-1][0] else 0
     out["knob_columns_share"] = w / width if w and width else 0.0
     if int(schema) >= 3:
+        knobs = row.knobs or {}
+        out["knob_packed"] = float(bool(knobs.get("packed")))  # channel vectors over packed weights
+        out["knob_flat"] = float(bool(knobs.get("flat")))
         weight = row.target_args[1][0] if row.target_args and len(row.target_args) > 1 else ()
         conv = c > 0 and len(weight) == 4
         block = float((row.knobs or {}).get("reduction") or (weight[1] if conv else 0))

@@ -155,7 +155,11 @@ def test_schema_3_gives_a_conv_tile_its_footprint_per_reduction_block(vocab):
     names = ("knob_reduction", "knob_weight_bytes", "knob_input_bytes")
     assert all(n in new.tabular_names and n not in old.tabular_names for n in names)
     assert schema_of(new.version) == "3" and schema_of(old.version) == "2" and new.version != old.version
+    assert all(n in new.tabular_names and n not in old.tabular_names for n in ("knob_packed", "knob_flat"))
+    packed = new.tabular([_conv_rule(packed=True, channels=16, rows=2, columns=2, vectors=2)])
+    assert packed[0, new.tabular_names.index("knob_packed")] == 1 and packed[0, new.tabular_names.index("knob_flat")] == 0
     X = new.tabular([_conv_rule(channels=8, rows=2, columns=16, reduction=16), _conv_rule(channels=4, rows=4, columns=16)])
+    assert (X[:, new.tabular_names.index("knob_packed")] == 0).all()
     got = [[X[i, new.tabular_names.index(n)] for n in names] for i in range(2)]
     log = lambda v: math.log2(1 + v)  # noqa: E731
     assert got[0] == pytest.approx([log(16), log(8 * 16 * 9 * 4), log(4 * 18 * 16 * 4)])

@@ -82,7 +82,10 @@ def test_matmul_rule_candidates_are_checked_measured_beside_the_default_and_beat
     assert kernel.class_key.startswith("matmul/"), kernel.class_key
     with Measurer(target.config, MeasureSettings(repeat=5, min_repeat_ms=20)) as m:
         cands = tile_rule_candidates(kernel, m)
-        assert len(cands) >= 2 and all(c.source.model == MATMUL_RULE and c.source.match == SAMPLED for c in cands)
+        # 49 columns on AVX2: only the fixed tile, every other vector width pads them by over 10%
+        from recommender.target.spec import float32_lanes
+        least = 1 if n == 49 and float32_lanes(target.tvm()) == 8 else 2
+        assert len(cands) >= least and all(c.source.model == MATMUL_RULE and c.source.match == SAMPLED for c in cands)
         choice = measure_kernel(FoundCandidates(kernel, cands, SAMPLED, 0.0), m, target.tvm())  # every one
     rows = [r for r in choice.rows if r.source_model == MATMUL_RULE]
     assert len(rows) == len(cands) and all(r.status == OK and r.latency_s > 0 for r in rows)

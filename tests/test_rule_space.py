@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from recommender.rules import RULES
-from recommender.rules.conv import ACCUMULATORS, conv_tiles, reduction_blocks, space_tiles
+from recommender.rules.conv import (ACCUMULATORS, PACKED_ACCUMULATORS, PACKED_FIXED, PACKED_SHAPES, PackedTile, conv_tiles,
+                                    packed_tiles, reduction_blocks, space_tiles)
 
 from .test_conv_rules import _check_against_the_unscheduled_conv, _conv_bias_relu
 
@@ -27,12 +28,13 @@ def test_a_conv_s_space_lists_today_s_instances_first_then_a_seeded_spread_up_to
     mod = _conv_bias_relu(ci=8, co=32, hw=28)
     rule = RULES["conv"]
     fixed = [i.knobs for i in rule.instances(mod, lanes=8)]
-    space = rule.space(mod, lanes=8, limit=12, seed=0)
-    assert [i.knobs for i in space][:len(fixed)] == fixed and len(space) == 12
-    assert len({tuple(sorted(i.knobs.items())) for i in space}) == 12
-    assert [i.knobs for i in rule.space(mod, lanes=8, limit=12, seed=0)] == [i.knobs for i in space]  # seeded
-    assert [i.knobs for i in rule.space(mod, lanes=8, limit=12, seed=1)] != [i.knobs for i in space]
-    assert len(rule.space(mod, lanes=8, limit=500)) == len(space_tiles(32, 28, 28, lanes=8))
+    limit = len(fixed) + len(packed_tiles(32, 28, 28)) + 6  # room for six of the seeded spread
+    space = rule.space(mod, lanes=8, limit=limit, seed=0)
+    assert [i.knobs for i in space][:len(fixed)] == fixed and len(space) == limit
+    assert len({tuple(sorted(i.knobs.items())) for i in space}) == limit
+    assert [i.knobs for i in rule.space(mod, lanes=8, limit=limit, seed=0)] == [i.knobs for i in space]  # seeded
+    assert [i.knobs for i in rule.space(mod, lanes=8, limit=limit, seed=1)] != [i.knobs for i in space]
+    assert len(rule.space(mod, lanes=8, limit=500)) == len(space_tiles(32, 28, 28, lanes=8)) + len(packed_tiles(32, 28, 28))
     loop = RULES["loop"]  # a template without knobs beyond its instances: its space is they
     assert [i.knobs for i in loop.space(mod, lanes=8)] == [i.knobs for i in loop.instances(mod, lanes=8)]
 
@@ -47,8 +49,11 @@ def test_a_conv_s_reduction_blocks_come_after_today_s_tiles_and_leave_the_other_
     rule = RULES["conv"]
     fixed = [i.knobs for i in rule.instances(mod, lanes=8)]
     space = [i.knobs for i in rule.space(mod, lanes=8, limit=1000, seed=0)]
-    register = [k for k in fixed if not k.get("flat")]
+    register = [k for k in fixed if not k.get("flat") and not k.get("packed")]
     assert space[:len(fixed)] == fixed
+    packed = len(packed_tiles(32, 28, 28)) - PACKED_FIXED  # the other packed tiles next
+    assert all(k.get("packed") for k in space[len(fixed):len(fixed) + packed])
+    fixed = fixed + space[len(fixed):len(fixed) + packed]
     blocked = space[len(fixed):len(fixed) + 2 * len(register)]
     assert blocked == [{**k, "reduction": rb} for rb in (8, 16) for k in register]
     others = [t for t in space_tiles(32, 28, 28, lanes=8)
@@ -60,6 +65,7 @@ def test_a_conv_s_reduction_blocks_come_after_today_s_tiles_and_leave_the_other_
     assert sorted((k["channels"], k["rows"], k["columns"], k["reduction"]) for k in after[len(others):]) == \
         sorted((*t, rb) for rb in (8, 16) for t in others)
     assert len(space) == len(fixed) + len(others) + 2 * len(space_tiles(32, 28, 28, lanes=8))  # every tile twice blocked
+    assert not [k for k in space[len(fixed):] if k.get("packed")]
 
 
 @pytest.mark.slow
@@ -95,19 +101,22 @@ def test_every_instance_of_the_conv_space_computes_the_conv_and_replays_from_its
     mod = _conv_bias_relu(ci=8, co=16, hw=14)
     tvm_target = target.tvm()
     space = RULES["conv"].space(mod, lanes=8, limit=64)
-    assert len(space) == len(space_tiles(16, 14, 14, lanes=8)) >= 10
+    assert len(space) == len(space_tiles(16, 14, 14, lanes=8)) + len(packed_tiles(16, 14, 14)) >= 10
     built = [postprocess(i.schedule, mod, tvm_target, None) for i in space]
     _check_against_the_unscheduled_conv(mod, built, tvm_target, (8, 16, 14, 14, 3), apply_replayed)
     # the knobs are the trace's sampling decisions: [outer, inner] of channels, rows and columns
     for instance, replayed in zip(space, built):
         k = instance.knobs
         assert [d[1] for d in _knob_decisions(replayed.trace_json)] == [k["channels"], k["rows"], k["columns"]]
-    # another instance is the same trace with other decisions
-    a, b = built[0], built[-1]
-    insts, decisions = a.trace_json
-    swapped = [insts, [[i, d] for (i, _), (_, d) in zip(decisions, b.trace_json[1])]]
-    assert [i for i, _ in a.trace_json[1]] == [i for i, _ in b.trace_json[1]]
-    assert tvm_ffi.structural_equal(apply_replayed(swapped, mod, tvm_target).mod, apply_replayed(b.trace_json, mod, tvm_target).mod)
+    # another instance of a family (packed or not) is the same trace with other decisions
+    for packed in (False, True):
+        family = [r for i, r in zip(space, built) if bool(i.knobs.get("packed")) == packed]
+        a, b = family[0], family[-1]
+        insts, decisions = a.trace_json
+        swapped = [insts, [[i, d] for (i, _), (_, d) in zip(decisions, b.trace_json[1])]]
+        assert [i for i, _ in a.trace_json[1]] == [i for i, _ in b.trace_json[1]]
+        assert tvm_ffi.structural_equal(apply_replayed(swapped, mod, tvm_target).mod,
+                                        apply_replayed(b.trace_json, mod, tvm_target).mod)
 
 
 def test_the_matmul_space_holds_every_fitting_tile_and_today_s_tiles_among_them():
@@ -177,3 +186,78 @@ def test_a_rule_space_built_in_parts_over_the_build_workers_is_the_whole_space_i
         spread = tile_rules_isolated(m, mod, space=12)
     assert [r.trace_json for r in spread] == [r.trace_json for r in here]
     assert [r.knobs for r in spread] == [r.knobs for r in here]
+
+
+def test_packed_tiles_fit_the_registers_divide_the_output_and_list_the_preferred_first():
+    """Every packed tile's channel vectors divide the output channels, its rows and columns the map, its
+    accumulators within the target's bounds; the preferred shapes come first and the first PACKED_FIXED of them
+    are the fixed ones; AVX-512 has none until measured there."""
+    tiles = packed_tiles(64, 28, 28)
+    assert tiles[:3] == [PackedTile(2, 2, 2), PackedTile(1, 1, 7), PackedTile(2, 1, 4)]
+    assert packed_tiles(64, 28, 28, fixed=True) == tiles[:PACKED_FIXED]
+    assert packed_tiles(512, 7, 7, fixed=True) == [PackedTile(1, 1, 7)]  # (2, 2, 2) needs an even map
+    assert len(set(tiles)) == len(tiles) > len(PACKED_SHAPES[8])
+    low, high = PACKED_ACCUMULATORS[8]
+    for t in tiles:
+        assert 64 % (t.vectors * 8) == 0 and 28 % t.rows == 0 and 28 % t.columns == 0
+        assert low <= t.vectors * t.rows * t.columns <= high or (t.vectors, t.rows, t.columns) in PACKED_SHAPES[8]
+    assert packed_tiles(12, 28, 28) == [] and packed_tiles(64, 28, 28, lanes=16) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stride, kernel", [(2, 3), (1, 1), (2, 1)])
+def test_every_packed_instance_computes_the_conv_at_any_stride_and_replays_from_its_trace(target, stride, kernel):
+    """A packed tile (channel vectors, input broadcast, weights packed by a block of its own) computes what the
+    unscheduled conv computes, a 3x3 at stride 2 and 1x1 convs too, and replays from its trace."""
+    from recommender.transfer.replay import apply_replayed, postprocess
+    mod = _conv_bias_relu(ci=16, co=32, hw=28, stride=stride, kernel=kernel)
+    tvm_target = target.tvm()
+    packed = [i for i in RULES["conv"].space(mod, lanes=8, limit=1000) if i.knobs.get("packed")]
+    out_hw = (28 + 2 * (kernel // 2) - kernel) // stride + 1
+    assert len(packed) == len(packed_tiles(32, out_hw, out_hw)) >= 3
+    built = [postprocess(i.schedule, mod, tvm_target, None) for i in packed]
+    _check_against_the_unscheduled_conv(mod, built, tvm_target, (16, 32, 28, out_hw, kernel), apply_replayed)
+
+
+@pytest.mark.slow
+def test_a_packed_tile_is_timed_on_packed_weights_and_a_model_folds_its_packing_into_the_constants(target):
+    """The measurer builds a packed instance's timing copy without its packing block (the weight argument
+    packed [O/8, C, KH, KW, 8]), and a model built with it moves the packing out of the kernel and folds it
+    into the constants: the model calls the kernel on a packed constant and computes what it computed
+    unscheduled."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from recommender.frontend.model_import import lower_for_tuning
+    from recommender.measure.worker import pack_weights_ahead, without_weight_rewrite
+    from recommender.transfer.replay import postprocess
+    tt = target.tvm()
+    rng = np.random.default_rng(0)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((1, 16, 14, 14), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, relax.const(rng.standard_normal((32, 16, 3, 3)).astype("float32")),
+                                              padding=1))
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(conv)))
+        bb.emit_func_output(out)
+    model = lower_for_tuning(bb.get(), tt, canonical=False)
+    gv = next(g for g, f in model.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv" in g.name_hint)
+    kernel = tvm.IRModule({"main": model[gv]})
+    instance = next(i for i in RULES["conv"].instances(kernel, lanes=8) if i.knobs.get("packed"))
+    scheduled = postprocess(instance.schedule, kernel, tt, None).mod
+    stripped, timing_args = without_weight_rewrite(scheduled)
+    assert timing_args[1] == [[32 // instance.knobs["channels"] * instance.knobs["vectors"], 16, 3, 3, 8], "float32"]
+    funcs = {g: (scheduled["main"].with_attr("tirx.is_scheduled", True) if g.same_as(gv) else f)
+             for g, f in model.functions.items()}
+    folded = pack_weights_ahead(tvm.IRModule(funcs, attrs=model.attrs))
+    calls = folded["main"].script()
+    assert "_prepacked" in calls and "_weight_prepack" not in calls
+    data = rng.standard_normal((1, 16, 14, 14)).astype("float32")
+
+    def run(mod) -> np.ndarray:
+        vm = relax.VirtualMachine(tvm.compile(mod, target=tt), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(data)).numpy()
+    np.testing.assert_allclose(run(folded), run(model), rtol=1e-4, atol=1e-4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from recommender.rules import RULES, TILE_RULES, ConvRule, LoopRule, MatmulRule, rule_named, tile_rule_for
-from recommender.rules.conv import conv_tiles, tile_knobs
+from recommender.rules.conv import conv_tiles, packed_tiles, tile_knobs
 from recommender.rules.matmul import matmul_tiles
 
 from .test_conv_rules import _conv_bias_relu
@@ -33,9 +33,12 @@ def test_the_registry_names_each_rule_and_maps_kernel_classes_to_tile_rules():
 def test_a_conv_s_instances_are_its_tiles_in_order_with_their_knob_values():
     mod = _conv_bias_relu(ci=16, co=32, hw=28)
     instances = RULES["conv"].instances(mod, lanes=8)
-    tiles = conv_tiles(32, 28, 28, lanes=8)
-    assert [i.knobs for i in instances] == [tile_knobs(t) for t in tiles] and instances
-    assert instances[0].knobs == {"channels": tiles[0][0], "rows": tiles[0][1], "columns": tiles[0][2]}
+    packed = packed_tiles(32, 28, 28, lanes=8, fixed=True)  # AVX2: the packed tiles first
+    tiles = packed + conv_tiles(32, 28, 28, lanes=8)
+    assert [i.knobs for i in instances] == [tile_knobs(t) for t in tiles] and instances and packed
+    assert instances[0].knobs == {"packed": True, "channels": 16, "rows": 2, "columns": 2, "vectors": 2}
+    first = tiles[len(packed)]
+    assert instances[len(packed)].knobs == {"channels": first[0], "rows": first[1], "columns": first[2]}
     assert all(i.rule == "conv" and i.schedule is not None for i in instances)
     assert json.loads(json.dumps([i.knobs for i in instances])) == [i.knobs for i in instances]
     # the same schedules the rule's function gives: the interface adds the knobs, nothing else

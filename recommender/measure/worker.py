@@ -49,7 +49,7 @@ def without_weight_rewrite(mod: object) -> tuple[object, list] | None:
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-    if not _has_layout_free_buffers(mod):
+    if not _rewrites_weights(mod):
         return None
     stripped = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     if tvm_ffi.structural_equal(stripped, mod):
@@ -114,17 +114,36 @@ def pack_weights_ahead(mod: object) -> object:
     without layout-free buffers is returned as is."""
     import tvm
     from tvm import relax
-    if not _has_layout_free_buffers(mod):
+    if not _rewrites_weights(mod):
         return mod
     return tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
                                      relax.transform.FoldConstant()])(mod)
 
 
-def _has_layout_free_buffers(mod: object) -> bool:
-    """Whether a PrimFunc of `mod` marks buffers layout-free (those RewriteLayout may pack)."""
+REWRITE_ANNOTATION = "meta_schedule.layout_rewrite_preproc"  # a block that packs a weight (TVM's own key)
+
+
+def _rewrites_weights(mod: object) -> bool:
+    """Whether a PrimFunc of `mod` may pack a weight: it marks buffers layout-free (those RewriteLayout may
+    pack), or a block at its root is annotated as a layout rewrite (the conv rule's packed tiles, `rules.conv`)."""
     import tvm
-    return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("layout_free_buffers")
-               for f in mod.functions.values())
+    from tvm.s_tir import Schedule
+    for f in mod.functions.values():
+        if not isinstance(f, tvm.tirx.PrimFunc):
+            continue
+        if f.attrs and f.attrs.get("layout_free_buffers"):
+            return True
+        scheduled = bool(f.attrs and f.attrs.get("tirx.is_scheduled"))
+        if not scheduled and len(mod.functions) > 1:  # a model's kernels without a schedule pack nothing
+            continue
+        try:
+            sch = Schedule(tvm.IRModule({"main": f}))
+            roots = sch.get_child_blocks(sch.get_sblock("root"))
+        except Exception:  # no block structure to look into
+            continue
+        if any(REWRITE_ANNOTATION in sch.get(b).annotations for b in roots):
+            return True
+    return False
 
 
 def _probed(timing: Callable[[dict], list[float]]) -> Callable[[dict], dict]:

@@ -16,6 +16,8 @@ llvm-znver4-2c, best column tile each way, side by side: its 3 -> 64 7x7 stem 18
 `python benchmarks/conv_rules_probe.py --models resnet50 --kernels 8 --stride-2-plain`, conv_rules.stride2.md.
 In the same run the 1x1 stride-2 convs, whose two schedules are the same, read up to 1.5x apart: the noise). An
 unpadded (1x1) conv's input is read in place, and a 1x1 stride-2 conv also gets flat tiles (`flat_fits`).
+On AVX2, packed tiles (`PackedTile`) turn the tile around: vectors of output channels, each input value
+broadcast, the weights read from a packed copy that a model build folds into its constants.
 
 The tile follows the target's vector registers (`float32_lanes`): with AVX2's 16 registers of 8 floats, 8
 accumulators of up to 8 columns; with AVX-512's 32 registers of 16 floats, 16 accumulators of up to 16
@@ -88,6 +90,17 @@ SPACE_MAX_ROWS = 8
 # split 32 x 2 outside a 64 x 4 x 8 tile) and beat every register tile of the space by 1.45-1.55x
 # (models/llvm-rocketlake-2c/space/vgg16.jsonl.gz: 8.9 against 12.8 ms, 17.8 against 27.5 ms)
 REDUCTION_BLOCKS = (8, 16, 32, 64)
+# packed tiles (`PackedTile`): (vectors of output channels, rows, columns) preferred first, the first PACKED_FIXED
+# that fit are fixed tiles; the space holds every tile of PACKED_ACCUMULATORS accumulators (rows up to
+# PACKED_MAX_ROWS). Measured on AVX2 only (llvm-znver3-2c, benchmarks/results/llvm-znver3-2c/channel_vector.md:
+# resnet50's 3x3 convs 1.26-1.33x the best of the column template's first 32 instances, side by side, e.g. 159.9
+# against 123.0 GFLOP/s at 256@14x14 under (2, 2, 2), 147.4 against 110.9 at 512@7x7 under (1, 1, 7); its 1x1 convs
+# 1.32x and 1.63x from 128 and 256 input channels, 0.79x from 512): AVX-512 gets none until measured there
+PACKED_SHAPES = {8: ((2, 2, 2), (1, 1, 7), (2, 1, 4), (4, 1, 2), (1, 4, 2), (1, 2, 4), (1, 1, 8)), 16: ()}
+PACKED_FIXED = 2
+PACKED_ACCUMULATORS = {8: (6, 14), 16: (12, 28)}
+PACKED_MAX_ROWS = 4
+PACKED_MAX_VECTORS = 4
 
 
 class FlatTile(NamedTuple):
@@ -97,6 +110,34 @@ class FlatTile(NamedTuple):
     channels: int
     vectors: int
     local: bool = False
+
+
+class PackedTile(NamedTuple):
+    """A register tile of `vectors` vectors of output channels (`lanes` channels each) x `rows` x `columns` output
+    positions: each input value is broadcast and multiplied into the tile's channel vectors, whose weights are read
+    as vectors from a copy of the weights packed [O / lanes, C, KH, KW, lanes] (`_packed_tile`)."""
+    vectors: int
+    rows: int
+    columns: int
+    lanes: int = 8
+
+
+def packed_tiles(out_channels: int, height: int, width: int, lanes: int = 8, fixed: bool = False) -> list[PackedTile]:
+    """The packed tiles of an ungrouped conv's output: PACKED_SHAPES[lanes] that fit first (with `fixed`, the first
+    PACKED_FIXED of those only), then every other (vectors, rows, columns) whose channels divide the output's,
+    whose rows and columns divide the map and whose accumulators are within PACKED_ACCUMULATORS[lanes]. None where
+    the target has no PACKED_SHAPES."""
+    shapes = PACKED_SHAPES.get(lanes, ())
+    if not shapes:
+        return []
+    fits = lambda v, r, w: out_channels % (v * lanes) == 0 and height % r == 0 and width % w == 0  # noqa: E731
+    preferred = [PackedTile(*t, lanes) for t in shapes if fits(*t)]
+    if fixed:
+        return preferred[:PACKED_FIXED]
+    low, high = PACKED_ACCUMULATORS[lanes]
+    others = [PackedTile(v, r, w, lanes) for v in range(1, PACKED_MAX_VECTORS + 1) for r in range(1, PACKED_MAX_ROWS + 1)
+              for w in range(1, width + 1) if fits(v, r, w) and low <= v * r * w <= high]
+    return preferred + [t for t in others if t not in preferred]
 
 
 def conv_tiles(out_channels: int, height: int, width: int, lanes: int = 8) -> list[tuple[int, int, int]]:
@@ -144,11 +185,25 @@ def rule_instances(mod: object, tiles: list[tuple[int, int, int]] | None = None,
     if shape is None:
         return []
     if tiles is None:
-        tiles = conv_tiles(*shape, lanes=lanes) + (flat_tiles(shape[0], lanes, shape[1] * shape[2])
-                                                   if flat_fits(mod, lanes) else [])
-    return [RuleInstance(ConvRule.name, tile_knobs(tile), sch) for tile, sch in tiled(
-        mod, tiles, lambda sch, tile: _flat_tile(sch, tile, lanes) if isinstance(tile, FlatTile)
-        else _tile(sch, tile, inline_copies, deinterleave))]
+        tiles = (packed_fits(mod, lanes, fixed=True) + conv_tiles(*shape, lanes=lanes)
+                 + (flat_tiles(shape[0], lanes, shape[1] * shape[2]) if flat_fits(mod, lanes) else []))
+
+    def apply(sch: object, tile: object) -> None:
+        if isinstance(tile, FlatTile):
+            _flat_tile(sch, tile, lanes)
+        elif isinstance(tile, PackedTile):
+            _packed_tile(sch, tile)
+        else:
+            _tile(sch, tile, inline_copies, deinterleave)
+    return [RuleInstance(ConvRule.name, tile_knobs(tile), sch) for tile, sch in tiled(mod, tiles, apply)]
+
+
+def packed_fits(mod: object, lanes: int, fixed: bool = False) -> list[PackedTile]:
+    """`packed_tiles` of the kernel where packed tiles apply (an ungrouped 2-D conv), else none."""
+    extents = conv_extents(mod)
+    if extents is None or len(extents) != 7 or _groups(mod) != 1:
+        return []
+    return packed_tiles(extents[1], extents[2], extents[3], lanes, fixed)
 
 
 class ConvRule(ScheduleRule):
@@ -157,28 +212,31 @@ class ConvRule(ScheduleRule):
     name = "conv"
     source = "(conv rule)"
     classes = ("conv2d/", "group_conv2d/", "depthwise_conv2d/", "conv3d/")
-    structural = ("reduction", "flat")
+    structural = ("reduction", "flat", "packed")
 
     def instances(self, mod: object, lanes: int = 8) -> list[RuleInstance]:
         return rule_instances(mod, lanes=lanes)
 
     def space(self, mod: object, lanes: int = 8, limit: int = 64, seed: int = 0) -> list[RuleInstance]:
-        """Today's tiles (`instances`), then today's register tiles with each of the kernel's `reduction_blocks`,
-        then the other register tiles of `space_tiles` in a seeded order, then those with each reduction block
-        (seeded), up to `limit` in all: the same template, other decisions of its sampled splits. (The other
-        tiles keep the order they had before reduction blocks existed, so a matrix measured then lacks only
-        the blocked instances.)"""
+        """Today's tiles (`instances`), then the other packed tiles (`packed_tiles`), then today's register tiles
+        with each of the kernel's `reduction_blocks`, then the other register tiles of `space_tiles` in a seeded
+        order, then those with each reduction block (seeded), up to `limit` in all: the same template, other
+        decisions of its sampled splits. (The column tiles keep the order they had before reduction blocks
+        existed, so a matrix measured then lacks only the blocked and packed instances.)"""
         shape = conv_output(mod)
         if shape is None:
             return []
         fixed = self.instances(mod, lanes)
-        known = [tuple(i.knobs[k] for k in ("channels", "rows", "columns")) for i in fixed if not i.knobs.get("flat")]
+        known = [tuple(i.knobs[k] for k in ("channels", "rows", "columns")) for i in fixed
+                 if not i.knobs.get("flat") and not i.knobs.get("packed")]
+        packed = packed_fits(mod, lanes)
+        packed = [t for t in packed if t not in packed[:len(packed_fits(mod, lanes, fixed=True))]]
         others = [t for t in space_tiles(*shape, lanes=lanes) if t not in known]
         random.Random(seed).shuffle(others)
         blocks = reduction_blocks(mod)
         blocked_others = [(*t, rb) for rb in blocks for t in others]
         random.Random(seed).shuffle(blocked_others)
-        rest = [(*t, rb) for rb in blocks for t in known] + others + blocked_others
+        rest = packed + [(*t, rb) for rb in blocks for t in known] + others + blocked_others
         room = max(0, limit - len(fixed))
         return fixed[:limit] + [replace(i, fixed=False) for i in rule_instances(mod, rest[:room], lanes)]
 
@@ -213,9 +271,12 @@ def reduction_blocks(mod: object) -> list[int]:
     return [b for b in REDUCTION_BLOCKS if channels % b == 0 and channels // b >= 2]
 
 
-def tile_knobs(tile: tuple[int, ...] | FlatTile) -> dict:
-    """A conv tile's knob values: channels x rows x columns (+ its reduction block), or a flat tile's channels x
-    vectors (+ local)."""
+def tile_knobs(tile: tuple[int, ...] | FlatTile | PackedTile) -> dict:
+    """A conv tile's knob values: channels x rows x columns (+ its reduction block), a flat tile's channels x
+    vectors (+ local), or a packed tile's channels (its vectors x lanes) x rows x columns (+ vectors)."""
+    if isinstance(tile, PackedTile):
+        return {"packed": True, "channels": tile.vectors * tile.lanes, "rows": tile.rows, "columns": tile.columns,
+                "vectors": tile.vectors}
     if isinstance(tile, FlatTile):
         return {"flat": True, "channels": tile.channels, "vectors": tile.vectors, "local": tile.local}
     channels, rows, columns, *block = tile
@@ -390,6 +451,49 @@ def _tile(sch: object, tile: tuple[int, ...], inline_copies: bool = True, deinte
                 sch.transform_layout(b, ("write", 0), (lambda n, c, h, w: (n, c, h, w % 2, w // 2))
                                      if len(sch.get(b).writes[0].source.shape) == 4
                                      else (lambda n, c, d, h, w: (n, c, d, h, w % 2, w // 2)))
+    for b in padding:
+        parallel_root(sch, b)
+
+
+def _packed_tile(sch: object, tile: PackedTile) -> None:
+    """A packed tile (`PackedTile`): the weights read through a copy packed [O / lanes, C, KH, KW, lanes], marked
+    as a layout-rewrite block, so that a model build moves it out of the kernel and folds it into the constants
+    (`measure.worker.pack_weights_ahead`) and the measurer times the kernel without it; the accumulators in a
+    buffer with a vector's channels innermost, over the whole reduction; the epilogue per tile, from there into
+    the NCHW output. The input, padded once at the root (or read in place), is read one broadcast value at a time,
+    so a stride of 2 needs nothing of its own."""
+    lanes = tile.lanes
+    conv, producers, consumers = _around_conv(sch)
+    padding = consumers[-1:] if consumers and _pads_output(sch, consumers[-1], conv) else []
+    epilogue = consumers[:len(consumers) - len(padding)]
+    for b in epilogue[:-1]:
+        sch.compute_inline(b)
+    out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "global")
+    weight = sch.cache_read(conv, 1, "global")
+    sch.transform_layout(weight, ("write", 0), lambda o, c, ky, kx: (o // lanes, c, ky, kx, o % lanes))
+    sch.annotate(weight, "meta_schedule.layout_rewrite_preproc", True)
+    sch.transform_layout(conv, ("write", 0), lambda n, o, y, x: (n, o // lanes, y, x, o % lanes))
+    n, co, h, w, rc, ry, rx = sch.get_loops(conv)
+    co_o, co_i = sampled_split(sch, co, tile.vectors * lanes, max_inner=PACKED_MAX_VECTORS * lanes)
+    co_v, co_l = sch.split(co_i, [tile.vectors, lanes])
+    h_o, h_i = sampled_split(sch, h, tile.rows)
+    w_o, w_i = sampled_split(sch, w, tile.columns, max_inner=max(16, tile.columns))
+    sch.reorder(n, co_o, h_o, w_o, rc, ry, rx, h_i, w_i, co_v, co_l)
+    outer = sch.fuse(n, co_o, h_o)
+    sch.parallel(outer)
+    sch.reverse_compute_at(out, w_o, preserve_unit_loops=True)
+    for loop in (ry, rx, h_i, w_i, co_v):
+        sch.unroll(loop)
+    sch.vectorize(co_l)
+    vectorize_innermost(sch, out)
+    init = sch.decompose_reduction(conv, rc)
+    vectorize_innermost(sch, init)
+    parallel_root(sch, weight)
+    for b in producers:
+        if is_copy(sch, b):
+            sch.compute_inline(b)
+        else:
+            parallel_root(sch, b)
     for b in padding:
         parallel_root(sch, b)
 
