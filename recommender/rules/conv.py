@@ -471,7 +471,7 @@ def _packed_tile(sch: object, tile: PackedTile) -> None:
     out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "global")
     weight = sch.cache_read(conv, 1, "global")
     sch.transform_layout(weight, ("write", 0), lambda o, c, ky, kx: (o // lanes, c, ky, kx, o % lanes))
-    sch.annotate(weight, "meta_schedule.layout_rewrite_preproc", True)
+    sch.annotate(weight, "meta_schedule.layout_rewrite_preproc", 1)  # 1, as a database gives it back
     sch.transform_layout(conv, ("write", 0), lambda n, o, y, x: (n, o // lanes, y, x, o % lanes))
     n, co, h, w, rc, ry, rx = sch.get_loops(conv)
     co_o, co_i = sampled_split(sch, co, tile.vectors * lanes, max_inner=PACKED_MAX_VECTORS * lanes)
