@@ -17,6 +17,10 @@ weights under every channel-vector tile that fits the registers. Both are output
 unscheduled kernel.
 
     python benchmarks/channel_vector_probe.py [--space 32] [--rounds 3]
+
+With --rule-packed, the channel-vector side is the conv rule's own packed tiles (`rules.conv.PackedTile`, every
+packed tile and each with every reduction block), built on the plain kernel: the rule packs the weights in a
+block of its own, which the measurer leaves out of the timing. Results then go to channel_vector.rule.json / .md.
 """
 from __future__ import annotations
 
@@ -121,24 +125,37 @@ def main() -> None:
     ap.add_argument("--space", type=int, default=32, help="the conv rule's first this many instances (32)")
     ap.add_argument("--rounds", type=int, default=3, help="side-by-side timings of the two bests, rotating (3)")
     ap.add_argument("--only", default="", help="only shapes whose name contains this")
+    ap.add_argument("--rule-packed", action="store_true", help="the rule's packed tiles (+ reduction blocks)")
     args = ap.parse_args()
+    from recommender.rules.conv import packed_fits, reduction_blocks, rule_instances
     target = parse_target(args.target)
     tt = target.tvm()
     lanes = float32_lanes(tt)
     out = {**run_header(target), "peak_gflops": measured_peak(target.key), "lanes": lanes, "space": args.space,
            "command": "python benchmarks/channel_vector_probe.py " + " ".join(sys.argv[1:]), "shapes": []}
-    path = results_dir(target.key) / "channel_vector.json"
+    path = results_dir(target.key) / ("channel_vector.rule.json" if args.rule_packed else "channel_vector.json")
     with Measurer(target.config) as measurer:
         for name, c, size, o, k, stride in SHAPES:
             if args.only and args.only not in name:
                 continue
             plain, packed = conv_mod(c, size, o, k, stride), conv_mod(c, size, o, k, stride, lanes)
             flops = 2 * o * c * k * k * ((size + 2 * (k // 2) - k) // stride + 1) ** 2
-            rule = ConvRule().space(plain, lanes=lanes, limit=args.space)
-            tiles = channel_tiles(o, size, lanes)
-            rule_res = measurer.measure([postprocess(i.schedule, plain, tt, None).mod for i in rule], reference=plain)
-            cv_res = measurer.measure([postprocess(channel_vector_schedule(packed, t, lanes), packed, tt, None).mod
-                                       for t in tiles], reference=packed)
+            # the column template's first instances (the rule's space less its packed tiles, in its order)
+            rule = [i for i in ConvRule().space(plain, lanes=lanes, limit=1000) if not i.knobs.get("packed")][:args.space]
+            rule_mods = [postprocess(i.schedule, plain, tt, None).mod for i in rule]
+            rule_res = measurer.measure(rule_mods, reference=plain)
+            if args.rule_packed:
+                unblocked = packed_fits(plain, lanes)
+                tiles = unblocked + [t._replace(reduction=rb) for rb in reduction_blocks(plain) for t in unblocked]
+                instances = rule_instances(plain, tiles, lanes)
+                tiles = [tuple(i.knobs[k] for k in ("vectors", "rows", "columns")) + (i.knobs.get("reduction", 0),)
+                         for i in instances]
+                cv_mods, cv_ref = [postprocess(i.schedule, plain, tt, None).mod for i in instances], plain
+            else:
+                tiles = channel_tiles(o, size, lanes)
+                cv_mods = [postprocess(channel_vector_schedule(packed, t, lanes), packed, tt, None).mod for t in tiles]
+                cv_ref = packed
+            cv_res = measurer.measure(cv_mods, reference=cv_ref)
             gf = lambda r: round(flops / r.median / 1e9, 1) if r.ok else None  # noqa: E731
             rule_rows = [{"knobs": i.knobs, "gflops": gf(r), "error": "" if r.ok else r.error[:160]}
                          for i, r in zip(rule, rule_res)]
@@ -148,11 +165,11 @@ def main() -> None:
             best_cv = max((j for j, r in enumerate(cv_res) if r.ok), key=lambda j: gf(cv_res[j]), default=None)
             side = {}
             if best_rule is not None and best_cv is not None:  # the two bests again, rotating, medians
-                a = postprocess(ConvRule().space(plain, lanes=lanes, limit=args.space)[best_rule].schedule, plain, tt, None).mod
-                b = postprocess(channel_vector_schedule(packed, tiles[best_cv], lanes), packed, tt, None).mod
+                a = rule_mods[best_rule]
+                b = cv_mods[best_cv]
                 times = {"rule": [], "channel_vector": []}
                 for i in range(args.rounds):
-                    order = [("rule", a, plain), ("channel_vector", b, packed)][::(1 if i % 2 == 0 else -1)]
+                    order = [("rule", a, plain), ("channel_vector", b, cv_ref)][::(1 if i % 2 == 0 else -1)]
                     for label, m, ref in order:
                         r = measurer.measure([m], reference=ref)[0]
                         if r.ok:
@@ -171,7 +188,9 @@ def main() -> None:
     lines = [f"# Channel-vector conv tiles against the conv rule ({target.key}, {out['cpu']}, {out['date']})", "",
              f"`{out['command']}`: GFLOP/s; best of each side's instances, then the two bests timed again side by "
              f"side ({args.rounds} rotating rounds, medians). The rule: its first {args.space} instances on NCHW / "
-             f"OIHW; channel vectors: weights packed [O/{lanes}, C, KH, KW, {lanes}] ahead (not timed). FMA peak "
+             f"OIHW; channel vectors: weights packed [O/{lanes}, C, KH, KW, {lanes}] ahead (not timed)"
+             + (", the rule's packed tiles (vectors, rows, columns, reduction block)" if args.rule_packed else "")
+             + ". FMA peak "
              f"{out['peak_gflops']} GFLOP/s.", "",
              "| shape | rule best (knobs) | channel-vector best (vectors, rows, columns) | side by side: rule | "
              "channel vector | ratio |", "|---|---|---|---|---|---|"]

@@ -2,7 +2,9 @@
 `schedrec compare` folder, then time all of them in interleaved rounds (round 1: every method once, round 2:
 every method again, ...), and report each method's median and range over the rounds.
 
-    python benchmarks/retime_compare.py models/llvm-znver3-2c/compare/resnet50 [--rounds 5]
+    python benchmarks/retime_compare.py models/llvm-znver3-2c/compare/resnet50 [--rounds 5] [--baselines]
+
+With --baselines, PyTorch eager and ONNX Runtime (zoo models) join every round, in the rotation.
 
 Writes <folder>/retime.json. Keep the machine otherwise idle.
 """
@@ -24,6 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baselines", action="store_true", help="PyTorch and ONNX Runtime in every round (zoo models)")
     a = ap.parse_args()
 
     from recommender.measure import MeasureSettings, Measurer
@@ -43,10 +46,22 @@ def main() -> None:
             if built.path is None:
                 raise SystemExit(f"{p.name}: the model did not build ({built.status}: {built.error})")
             libs[p.name] = built.path
+        timers = {name: (lambda path=path: m.time_model_library(path, inputs, settings).median)
+                  for name, path in libs.items()}
+        if a.baselines and data["spec"].startswith("zoo:"):
+            from recommender.compare.baselines import onnxruntime_timer, pytorch_timer
+            from recommender.frontend.zoo import build_zoo_model
+            torch_model, args = build_zoo_model(data["spec"][4:])
+            threads = int(target.config.get("num-cores", 1))
+            for name, make in (("pytorch", pytorch_timer), ("onnxruntime", onnxruntime_timer)):
+                timer = make(torch_model, args, threads)
+                timers[name] = lambda timer=timer: statistics.median(timer(settings.repeat, 0.2))
+                times[name] = []
         t0 = time.time()
+        names = list(timers)
         for r in range(a.rounds):
-            for name, path in libs.items():
-                times[name].append(m.time_model_library(path, inputs, settings).median)
+            for name in names[r % len(names):] + names[:r % len(names)]:  # rotated: none always first
+                times[name].append(timers[name]())
             print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1] * 1e3:.1f}" for n, t in times.items()), flush=True)
     out = {"model": data["model"], "target_key": data["target_key"], "rounds": a.rounds,
            "seconds": round(time.time() - t0, 1),

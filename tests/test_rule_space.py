@@ -4,6 +4,8 @@ computes what the unscheduled conv computes and replays from its own trace, and 
 trace is another instance (real TVM, small convs)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from recommender.rules import RULES
@@ -53,7 +55,10 @@ def test_a_conv_s_reduction_blocks_come_after_today_s_tiles_and_leave_the_other_
     assert space[:len(fixed)] == fixed
     packed = len(packed_tiles(32, 28, 28)) - PACKED_FIXED  # the other packed tiles next
     assert all(k.get("packed") for k in space[len(fixed):len(fixed) + packed])
-    fixed = fixed + space[len(fixed):len(fixed) + packed]
+    packed_fixed = [k for k in fixed if k.get("packed")]
+    after = space[len(fixed) + packed:len(fixed) + packed + 2 * len(packed_fixed)]
+    assert after == [{**k, "reduction": rb} for rb in (8, 16) for k in packed_fixed]  # then those with each block
+    fixed = fixed + space[len(fixed):len(fixed) + packed] + after
     blocked = space[len(fixed):len(fixed) + 2 * len(register)]
     assert blocked == [{**k, "reduction": rb} for rb in (8, 16) for k in register]
     others = [t for t in space_tiles(32, 28, 28, lanes=8)
@@ -66,6 +71,7 @@ def test_a_conv_s_reduction_blocks_come_after_today_s_tiles_and_leave_the_other_
         sorted((*t, rb) for rb in (8, 16) for t in others)
     assert len(space) == len(fixed) + len(others) + 2 * len(space_tiles(32, 28, 28, lanes=8))  # every tile twice blocked
     assert not [k for k in space[len(fixed):] if k.get("packed")]
+    assert len(space) == len(set(json.dumps(k, sort_keys=True) for k in space))
 
 
 @pytest.mark.slow
@@ -77,7 +83,8 @@ def test_every_reduction_blocked_instance_computes_the_conv_and_replays_from_its
     mod = _conv_bias_relu(ci=16, co=16, hw=14)
     tvm_target = target.tvm()
     blocked = [i for i in RULES["conv"].space(mod, lanes=8, limit=1000) if i.knobs.get("reduction")]
-    assert len(blocked) == len(space_tiles(16, 14, 14, lanes=8)) >= 10  # every tile with its one block, 8
+    # every tile with its one block, 8, and so the fixed packed tiles
+    assert len(blocked) == len(space_tiles(16, 14, 14, lanes=8)) + len(packed_tiles(16, 14, 14, fixed=True)) >= 10
     built = [postprocess(i.schedule, mod, tvm_target, None) for i in blocked]
     _check_against_the_unscheduled_conv(mod, built, tvm_target, (16, 16, 14, 14, 3), apply_replayed)
     for instance, replayed in zip(blocked, built):
@@ -214,7 +221,9 @@ def test_every_packed_instance_computes_the_conv_at_any_stride_and_replays_from_
     tvm_target = target.tvm()
     packed = [i for i in RULES["conv"].space(mod, lanes=8, limit=1000) if i.knobs.get("packed")]
     out_hw = (28 + 2 * (kernel // 2) - kernel) // stride + 1
-    assert len(packed) == len(packed_tiles(32, out_hw, out_hw)) >= 3
+    blocks = reduction_blocks(mod)
+    assert blocks == [8] and len(packed) == len(packed_tiles(32, out_hw, out_hw)) + len(
+        packed_tiles(32, out_hw, out_hw, fixed=True)) * len(blocks) >= 3  # the fixed ones with each block too
     built = [postprocess(i.schedule, mod, tvm_target, None) for i in packed]
     _check_against_the_unscheduled_conv(mod, built, tvm_target, (16, 32, 28, out_hw, kernel), apply_replayed)
 
@@ -261,3 +270,20 @@ def test_a_packed_tile_is_timed_on_packed_weights_and_a_model_folds_its_packing_
         vm = relax.VirtualMachine(tvm.compile(mod, target=tt), tvm.cpu())
         return vm["main"](tvm.runtime.tensor(data)).numpy()
     np.testing.assert_allclose(run(folded), run(model), rtol=1e-4, atol=1e-4)
+
+
+def test_a_wide_pointwise_conv_gets_its_fixed_packed_tiles_with_a_reduction_block():
+    """From PACKED_BLOCK_FROM input channels a 1x1 conv's fixed packed tiles read them in blocks of PACKED_BLOCK (a
+    3x3 conv and a narrower 1x1 conv keep the whole reduction); their unblocked twins stay in the space."""
+    from recommender.rules.conv import PACKED_BLOCK, PACKED_BLOCK_FROM
+    rule = RULES["conv"]
+
+    def fixed_packed(**kw) -> list[dict]:
+        return [i.knobs for i in rule.instances(_conv_bias_relu(co=32, hw=14, **kw), lanes=8) if i.knobs.get("packed")]
+    wide = fixed_packed(ci=PACKED_BLOCK_FROM, kernel=1)
+    assert wide and all(k["reduction"] == PACKED_BLOCK for k in wide)
+    assert all("reduction" not in k for k in fixed_packed(ci=PACKED_BLOCK_FROM // 2, kernel=1) + fixed_packed(
+        ci=PACKED_BLOCK_FROM, kernel=3))
+    space = [i.knobs for i in rule.space(_conv_bias_relu(ci=PACKED_BLOCK_FROM, co=32, hw=14, kernel=1), lanes=8, limit=1000)]
+    assert all({x: y for x, y in k.items() if x != "reduction"} in space for k in wide)
+    assert len(space) == len(set(json.dumps(k, sort_keys=True) for k in space))
