@@ -424,6 +424,11 @@ BREAKS = (
           "recommender/rules/conv.py", "        return [t._replace(reduction=PACKED_BLOCK) for t in tiles]",
           "        return tiles",
           ("tests/test_rule_space.py::test_a_wide_pointwise_conv_gets_its_fixed_packed_tiles_with_a_reduction_block",)),
+    Break("profile-prepacked-unnamed", "the profile no longer counts a kernel whose packing a build moved out as that kernel",
+          "recommender/measure/vm_profile.py",
+          "    return base if base != symbol and (base in recorded or base in kernels) else symbol", "    return symbol",
+          ("tests/test_transfer.py::test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_"
+           "recorded_time",)),
     Break("older-schema", "a ranker saved on an older feature schema is featurized with the newest one",
           "recommender/transfer/recommend.py", "schema if schema in SCHEMAS else SCHEMA_VERSION", "SCHEMA_VERSION",
           ("tests/test_featurize.py::test_a_ranker_saved_on_an_older_schema_still_ranks",)),

@@ -92,6 +92,16 @@ def _kind(symbol: str, kernels: set[str], recorded: dict[str, float]) -> str:
     return BUILTIN if symbol.startswith("vm.builtin.") else OTHER
 
 
+PREPACKED = "_prepacked"  # what relax.transform.SplitLayoutRewritePreproc appends to a kernel it moves packing out of
+
+
+def kernel_symbol(symbol: str, kernels: set[str], recorded: dict[str, float]) -> str:
+    """The model's kernel a called symbol runs: a kernel whose weight packing a build moved out
+    (`measure.worker.pack_weights_ahead`: packed tiles, --pack-weights) is called as `<kernel>_prepacked`."""
+    base = symbol[:-len(PREPACKED)] if symbol.endswith(PREPACKED) else symbol
+    return base if base != symbol and (base in recorded or base in kernels) else symbol
+
+
 def summarize(raw: dict, kernels: set[str], recorded: dict[str, float], cold: dict[str, float] | None = None) -> dict:
     """The per-symbol rows and the totals of one profile (`profile_library`'s output); `kernels` are the
     model's PrimFunc names, `recorded` the database's isolated seconds per kernel, `cold` (optional) each recorded
@@ -100,8 +110,9 @@ def summarize(raw: dict, kernels: set[str], recorded: dict[str, float], cold: di
     top_level = 0.0
     for call in raw["calls"]:
         med = statistics.median(call["seconds"])
-        kind = _kind(call["symbol"], kernels, recorded)
-        row = rows.setdefault(call["symbol"], {"symbol": call["symbol"], "kind": kind, "calls": 0, "model_s": 0.0})
+        symbol = kernel_symbol(call["symbol"], kernels, recorded)
+        kind = _kind(symbol, kernels, recorded)
+        row = rows.setdefault(symbol, {"symbol": symbol, "kind": kind, "calls": 0, "model_s": 0.0})
         row["calls"] += 1
         row["model_s"] += med
         if call["depth"] == 0:
