@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -116,6 +118,7 @@ def main() -> None:
     from peak_gflops import measured_peak
     from results_dir import results_dir, run_header
 
+    from recommender.compare.baselines import interleaved
     from recommender.measure import Measurer
     from recommender.rules.conv import ConvRule
     from recommender.target.spec import float32_lanes, parse_target
@@ -165,15 +168,14 @@ def main() -> None:
             best_cv = max((j for j, r in enumerate(cv_res) if r.ok), key=lambda j: gf(cv_res[j]), default=None)
             side = {}
             if best_rule is not None and best_cv is not None:  # the two bests again, rotating, medians
-                a = rule_mods[best_rule]
-                b = cv_mods[best_cv]
-                times = {"rule": [], "channel_vector": []}
-                for i in range(args.rounds):
-                    order = [("rule", a, plain), ("channel_vector", b, cv_ref)][::(1 if i % 2 == 0 else -1)]
-                    for label, m, ref in order:
-                        r = measurer.measure([m], reference=ref)[0]
-                        if r.ok:
-                            times[label].append(r.median)
+                def timer(mod: object, ref: object) -> Callable[[], list[float]]:
+                    def costs() -> list[float]:  # a failed round gives none: the arm's other rounds count
+                        (r,) = measurer.measure([mod], reference=ref)
+                        return r.costs if r.ok else []
+                    return costs
+                rounds, _, _ = interleaved({"rule": timer(rule_mods[best_rule], plain),
+                                            "channel_vector": timer(cv_mods[best_cv], cv_ref)}, args.rounds)
+                times = {k: [statistics.median(c) for c in v if c] for k, v in rounds.items()}
                 med = {k: sorted(v)[len(v) // 2] for k, v in times.items() if v}
                 side = {k: round(flops / v / 1e9, 1) for k, v in med.items()}
             row = {"shape": name, "in_channels": c, "map": size, "out_channels": o, "filter": k, "stride": stride,

@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--baselines", action="store_true", help="PyTorch and ONNX Runtime in every round (zoo models)")
     a = ap.parse_args()
 
+    from recommender.compare.baselines import interleaved
     from recommender.measure import MeasureSettings, Measurer
     from recommender.frontend.model_import import import_model
     from recommender.target.spec import TargetSpec
@@ -38,7 +39,6 @@ def main() -> None:
     inputs = list(zip(model.input_shapes, model.input_dtypes))
     dbs = sorted(p for p in (a.folder / "db").iterdir() if (p / "database_tuning_record.json").exists())
     settings = MeasureSettings(repeat=7, min_repeat_ms=200)
-    times: dict[str, list[float]] = {p.name: [] for p in dbs}
     with Measurer(target.config, settings) as m, contextlib.ExitStack() as libraries:
         libs = {}
         for p in dbs:  # build once per method (the timing below is what varies)
@@ -46,7 +46,7 @@ def main() -> None:
             if built.path is None:
                 raise SystemExit(f"{p.name}: the model did not build ({built.status}: {built.error})")
             libs[p.name] = built.path
-        timers = {name: (lambda path=path: m.time_model_library(path, inputs, settings).median)
+        timers = {name: (lambda path=path: m.time_model_library(path, inputs, settings).costs)
                   for name, path in libs.items()}
         if a.baselines and data["spec"].startswith("zoo:"):
             from recommender.compare.baselines import onnxruntime_timer, pytorch_timer
@@ -55,14 +55,14 @@ def main() -> None:
             threads = int(target.config.get("num-cores", 1))
             for name, make in (("pytorch", pytorch_timer), ("onnxruntime", onnxruntime_timer)):
                 timer = make(torch_model, args, threads)
-                timers[name] = lambda timer=timer: statistics.median(timer(settings.repeat, 0.2))
-                times[name] = []
+                timers[name] = lambda timer=timer: timer(settings.repeat, 0.2)
         t0 = time.time()
-        names = list(timers)
+        rounds, errors, _ = interleaved(timers, a.rounds)  # rotated rounds: none always first
+        if errors:
+            raise SystemExit("; ".join(f"{n}: {e}" for n, e in errors.items()))
+        times = {n: [statistics.median(c) for c in v] for n, v in rounds.items()}
         for r in range(a.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:  # rotated: none always first
-                times[name].append(timers[name]())
-            print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1] * 1e3:.1f}" for n, t in times.items()), flush=True)
+            print(f"round {r + 1}: " + ", ".join(f"{n} {t[r] * 1e3:.1f}" for n, t in times.items()), flush=True)
     out = {"model": data["model"], "target_key": data["target_key"], "rounds": a.rounds,
            "seconds": round(time.time() - t0, 1),
            "methods": {n: {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t),

@@ -168,7 +168,7 @@ def source_features(row: CandidateLike, schema: str = SCHEMA_VERSION) -> dict[st
         out["knob_flat"] = float(bool(knobs.get("flat")))
         weight = row.target_args[1][0] if row.target_args and len(row.target_args) > 1 else ()
         conv = c > 0 and len(weight) == 4
-        block = float((row.knobs or {}).get("reduction") or (weight[1] if conv else 0))
+        block = float(knobs.get("reduction") or (weight[1] if conv else 0))
         out["knob_reduction"] = _log(block) if conv else 0.0
         out["knob_weight_bytes"] = _log(c * block * weight[2] * weight[3] * 4) if conv else 0.0
         out["knob_input_bytes"] = _log((h + weight[2] - 1) * (w + weight[3] - 1) * block * 4) if conv else 0.0

@@ -38,6 +38,7 @@ import random
 from dataclasses import replace
 from typing import NamedTuple
 
+from ..measure.worker import REWRITE_ANNOTATION
 from .base import RuleInstance, ScheduleRule
 from .common import block_extents, extent, only_root_block, parallel_root, sampled_split, tiled, vectorize_innermost
 
@@ -485,7 +486,7 @@ def _packed_tile(sch: object, tile: PackedTile) -> None:
     out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "global")
     weight = sch.cache_read(conv, 1, "global")
     sch.transform_layout(weight, ("write", 0), lambda o, c, ky, kx: (o // lanes, c, ky, kx, o % lanes))
-    sch.annotate(weight, "meta_schedule.layout_rewrite_preproc", 1)  # 1, as a database gives it back
+    sch.annotate(weight, REWRITE_ANNOTATION, 1)  # 1, as a database gives it back
     sch.transform_layout(conv, ("write", 0), lambda n, o, y, x: (n, o // lanes, y, x, o % lanes))
     n, co, h, w, rc, ry, rx = sch.get_loops(conv)
     co_o, co_i = sampled_split(sch, co, tile.vectors * lanes, max_inner=PACKED_MAX_VECTORS * lanes)
