@@ -27,7 +27,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not bench" tests
 
-# the bench tier: whole measurement scripts end to end (the latency table, compare's every method), minutes each
+# the bench tier, minutes each: whole measurement scripts end to end (the latency table, compare's every method),
+# the cluster matrix with a worker killed, bank tune on a cluster, a replay from a bank URL, SIGTERM during tuning
 test-bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench tests
 

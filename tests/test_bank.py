@@ -179,6 +179,7 @@ def test_a_whole_models_timing_beside_busy_loops_is_timed_again_then_kept_with_i
     assert m.stats["kept_contended"] - before["kept_contended"] == 1
 
 
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test stops a matrix and a transfer the same way: test_transfer_matrix, test_run_control)
 def test_sigterm_in_the_middle_of_tuning_ends_cleanly_and_the_rerun_resumes(onnx_file, tmp_path):
     """The signal arrives while MetaSchedule tunes a kernel (in its search, a Python callback called from C++
     that wraps the exception, or a measurement): still exit 143 with the one-line message, no worker

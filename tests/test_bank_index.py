@@ -185,6 +185,7 @@ def test_bank_index_command_and_url_refusals(bank: Path, capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test reads a bank at a URL in test_a_bank_at_a_url)
 def test_replay_from_a_bank_at_a_url_measures_what_the_folder_gives(donor_bank, target, tmp_path):
     """The same replay (candidates, order, statuses) from the session's tuned bank by path, file:// and memory://
     (its index made by `bank tune`, then built again at the URL)."""

@@ -642,7 +642,8 @@ def test_profile_times_every_call_of_the_transferred_model_beside_each_kernels_r
     assert data["cold_settings"]["flush_cache"] and data["cold_settings"]["number"] == 1
     assert all(r["cold_s"] > 0 for r in kernels.values()) and t["kernels_without_cold_time"] == []
     assert t["kernels_cold_s"] == pytest.approx(sum(r["cold_s"] for r in kernels.values()))
-    assert t["kernels_cold_s"] > t["kernels_isolated_s"]  # one call a repeat, its weights read from memory
+    # cold vs warm is not asserted: the warm times are the records', timed at transfer under other load (CI
+    # saw a cold sum 7% under them); the spy above checks the cold timing's settings instead
     code, _ = main_printing("profile", onnx_path, "--cold", "--out", str(tmp_path / "nodb.json"))
     assert code != 0 and not (tmp_path / "nodb.json").exists()  # nothing to time cold without a database
     with pytest.raises(SchedrecError, match="not a MetaSchedule database"):

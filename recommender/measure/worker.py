@@ -402,6 +402,9 @@ def main() -> None:
 
     # Ctrl-C reaches the whole process group: the parent handles it and closes its workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # tvm_ffi imports torch whenever it can: 4 of the 6.7 s `import tvm` takes on a 2-core EPYC. Nothing a
+    # worker runs touches a torch tensor, so it starts without torch (and with less memory)
+    sys.modules.setdefault("torch", None)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(sys.argv[1])
