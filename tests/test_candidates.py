@@ -165,6 +165,7 @@ def test_the_default_schedule_is_kept_unless_a_transfer_beats_it(bank_and_new_mo
     assert kept_default >= 1
 
 
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test resumes a matrix from its rows: test_transfer_matrix)
 def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank_and_new_model, replay_run,
                                                                             tmp_path, capsys, monkeypatch):
     import gzip

@@ -154,6 +154,7 @@ def tuned_matmul(target):
     return kernel_from_mod("matmul", mod), trace_to_json(sch.trace)
 
 
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test refuses malformed traces before TVM: test_trace_schema)
 def test_mutated_traces_replay_or_fail_with_a_reason(tuned_matmul, target):
     kernel, trace = tuned_matmul
     tt = target.tvm()

@@ -100,6 +100,7 @@ def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx
 
 
 @pytest.mark.slow
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test stops a matrix by signal and resumes it: test_transfer_matrix)
 def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_resumes(tmp_path, onnx_file):
     bank = _shipped_bank(tmp_path, "resnet18")
     out = tmp_path / "t"
