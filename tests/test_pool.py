@@ -112,3 +112,13 @@ def test_the_measurers_workers_are_up_and_ready_to_replay_when_the_search_starts
         handles = m._builders + [m._timer]
         assert all(w._starting is None and w.pid is not None for w in handles)
         assert all(w.call("prepare", {}, 60) < 0.05 for w in m._builders)  # loaded before: nothing left to do
+
+
+def test_the_timing_worker_starts_without_torch(no_idle, monkeypatch):
+    """A worker blocks torch before it imports TVM (tvm_ffi would load it: 4 s of a 6.7 s start on a 2-core
+    EPYC): once it answers, TVM's library is mapped into it and torch's is not."""
+    monkeypatch.setenv("SCHEDREC_WARM_WORKERS", "0")
+    handle = WorkerHandle("a")
+    maps = open(f"/proc/{_pid_after_ping(handle)}/maps").read()
+    handle.close()
+    assert "libtvm" in maps and "libtorch" not in maps

@@ -1,6 +1,6 @@
 """Handles on worker processes: start, call with a timeout, and replace a worker that crashed or hung.
 
-A worker costs seconds to start (it imports TVM: 3.9 s on a 2-core Zen 4). With `SCHEDREC_WARM_WORKERS=N`,
+A worker costs seconds to start (it imports TVM, without torch: 2.5 s on a 2-core Zen 3). With `SCHEDREC_WARM_WORKERS=N`,
 a closed handle leaves its live worker idle, up to N per kind, and the next handle of the same kind (same
 thread count, working directory and environment) in this process takes it instead of starting one; the idle
 ones exit with the process (or when it dies: a worker ends at the end of its pipe). The test suite sets it,
