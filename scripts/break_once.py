@@ -81,6 +81,10 @@ BREAKS = (
     Break("no-resume", "a rerun measures finished kernels again",
           "recommender/transfer/driver.py", "        if saved is not None:\n", "        if False:\n",
           ("tests/test_transfer.py::test_a_rerun_resumes_and_measures_nothing",)),
+    Break("no-resume-after-ctrl-c", "the rerun after Ctrl-C measures the kernels it kept again",
+          "recommender/transfer/driver.py", "        if saved is not None:\n", "        if False:\n",
+          ("tests/test_run_control.py::test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_"
+           "resumes",)),
     Break("no-resume-replay", "a second full exhaustive replay measures every kernel again",
           "recommender/transfer/driver.py", "        if saved is not None:\n", "        if False:\n",
           ("tests/test_candidates.py::test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings",)),
