@@ -90,8 +90,6 @@ def test_a_run_without_cluster_imports_no_dask(target_root):  # noqa: F811
 def test_train_on_a_cluster_refuses_rankers_it_cannot_fit_there(target_root):  # noqa: F811
     r = run_cli("train", "--target-key", "fx-key", "--ranker", "tlp", "--cluster", "local:2")
     assert_one_line_error(r.returncode, r.stderr, "--cluster fits lgbm only; tlp fit on this machine")
-    r = run_cli("replay", "--model", "zoo:resnet18", "--cluster", "local:2")
-    assert_one_line_error(r.returncode, r.stderr, "use it with --all-pairs")
 
 
 # -- real Dask, real TVM ---------------------------------------------------------------------------
@@ -257,6 +255,38 @@ def test_a_cluster_matrix_equals_the_local_run_with_a_worker_killed_and_resumes_
         r = run_cli(*argv, "--cluster", cluster.scheduler_address)
         assert r.returncode == 0 and "workers;" not in r.stderr
         assert {p.name: p.read_bytes() for p in out.glob("*.jsonl.gz")} == before
+
+
+@pytest.mark.slow
+@pytest.mark.bench  # a minute or more on 2 cores: make test-bench (make test: test_rpc's cluster matrix, same worker path)
+def test_replay_of_a_model_on_a_local_cluster_files_every_kernel_once_in_order_and_resumes(donor_bank, tmp_path):
+    """`replay --model M --cluster local:2`: each kernel of the model replayed and measured on a worker, its
+    rows filed once, in the model's kernel order, with its default measured; the choices and the whole model's
+    timing made on the client, as a local replay's report. A rerun measures nothing and reaches no cluster."""
+    import itertools
+
+    from .conftest import save_pt2
+    spec = save_pt2(tmp_path / "wide.pt2", 16, 24)
+    out = tmp_path / "replay"
+    argv = ["replay", "--model", spec, "--bank", str(donor_bank), "--out", str(out), "--rule-space", "0",
+            *MATRIX_ARGS]
+    t0 = time.perf_counter()
+    r = run_cli(*argv, "--cluster", "local:2")
+    print(f"replay --cluster local:2: {time.perf_counter() - t0:.1f} s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 workers;" in r.stderr and "kernels of wide to measure" in r.stderr
+    report = json.loads((out / "report.json").read_text())
+    order = [k["kernel"] for k in report["kernels"]]
+    rows = read_rows(out / "candidates.jsonl.gz")
+    assert [k for k, _ in itertools.groupby(r.target_kernel for r in rows)] == order and len(order) > 1
+    for kernel in order:
+        mine = [r for r in rows if r.target_kernel == kernel]
+        assert sum(r.is_default for r in mine) == 1 and mine[0].is_default and mine[0].ok, kernel
+    assert report["totals"]["model_latency_tuned_s"] > 0
+    before = (out / "candidates.jsonl.gz").read_bytes()
+    r = run_cli(*argv, "--cluster", "local:2")
+    assert r.returncode == 0 and "workers;" not in r.stderr, r.stderr[-3000:]
+    assert (out / "candidates.jsonl.gz").read_bytes() == before
 
 
 # -- bank tune --cluster ---------------------------------------------------------------------------

@@ -21,9 +21,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if (args.add_donors or args.add_instances) and not args.all_pairs:
         raise SchedrecError(f"--add-{'donors' if args.add_donors else 'instances'} extends a transfer matrix: use it "
                             f"with --all-pairs")
-    if args.cluster and not args.all_pairs:
-        raise SchedrecError("--cluster measures a transfer matrix's kernels on a cluster: use it with --all-pairs "
-                            "(or schedrec matrix)")
     if args.all_pairs:
         args.rule_space = args.rule_space or 0
         return replay_all_pairs(args, target, own_folder(args, target.key))
@@ -35,7 +32,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                exclude_models=options.names_list(args.exclude_models), cap=args.cap,
                                settings=MeasureSettings(repeat=args.repeat, fast_math=not args.exact_math),
                                anchor_fallback=not args.no_anchor_fallback, remeasure=args.remeasure,
-                               rule_space=options.RULE_SPACE if args.rule_space is None else args.rule_space)
+                               rule_space=options.RULE_SPACE if args.rule_space is None else args.rule_space,
+                               cluster=args.cluster)
     rows = []
     for k in report["kernels"]:
         chosen = k["chosen"]
@@ -179,7 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.rule_space(r, use="replay")
     options.out(r, "out/replay/<model>")
     options.exact_math(r)
-    options.cluster(r, "with --all-pairs: measure each kernel")
+    options.cluster(r, "replay and measure each kernel (of the model; with --all-pairs, of the matrix)")
     r.set_defaults(func=cmd_replay)
 
     mx = sub.add_parser("matrix", help=cmd_matrix.__doc__, description=cmd_matrix.__doc__)

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..bank.store import locked
 from ..core.fileio import atomic_write_json, display_path
 from ..measure import MeasureSettings
+from ..measure.cluster import ClusterAddress
 from ..target.spec import TargetSpec
 from .choice import choice_from_rows
 from .driver import RowFile, drive
@@ -22,10 +23,13 @@ from .run import check_run, finish, open_model_measured, totals
 def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Path, top_n: int = 1,
                       exclude_models: tuple[str, ...] = (), cap: int | None = None,
                       settings: MeasureSettings | None = None, anchor_fallback: bool = True,
-                      remeasure: tuple[str, ...] = (), rule_space: int = 0) -> dict:
+                      remeasure: tuple[str, ...] = (), rule_space: int = 0, cluster: ClusterAddress | None = None,
+                      ) -> dict:
     """Transfer-tune a model by exhaustive replay of its whole pool (the bank's donors, and up to `rule_space`
     instances of each kernel's tile-rule template, or its fixed tiles alone with 0); returns (and writes) the
-    report. A resumed run measures again the kernels that have a candidate whose status is in `remeasure`."""
+    report. A resumed run measures again the kernels that have a candidate whose status is in `remeasure`.
+    With `cluster`, the kernels are replayed and measured on its workers (`replay_cluster`), the whole model
+    here."""
     measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings)
     run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
            "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
@@ -34,6 +38,10 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)
         with measurer:
+            if cluster is not None:
+                from .replay_cluster import replay_on_cluster
+                replay_on_cluster(cluster, mr, rows, bank_dir, target, settings or MeasureSettings(), top_n, cap,
+                                  anchor_fallback, rule_space)
             choices = list(drive(
                 mr.kernels, rows, mr.model.name, name=lambda k: k.name,
                 step=lambda k: transfer_kernel(k, mr.index, measurer, mr.tvm_target, top_n, mr.exclude, cap,

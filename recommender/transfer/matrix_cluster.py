@@ -73,8 +73,9 @@ def _close_measurer() -> None:
         measurer.close()
 
 
-def _worker_state(job: KernelJob) -> tuple[BankIndex, Measurer, object]:
-    """The bank index and measurer of this worker, made once (TVM workers cost seconds to start) and again
+def worker_state(job: KernelJob) -> tuple[BankIndex, Measurer, object]:
+    """The bank index and measurer of this worker (for `job`'s bank, target and settings fields: a
+    `replay_cluster.ReplayJob` has them too), made once (TVM workers cost seconds to start) and again
     only when the bank, the target or the settings change."""
     key = (job.bank_dir, job.bank_stamp, json.dumps(job.target, sort_keys=True), json.dumps(job.settings, sort_keys=True))
     if _state.get("key") != key:
@@ -100,7 +101,7 @@ def run_kernel_job(job: KernelJob) -> dict:
     # this host would otherwise spend its unlocked steps (its start, the pool lookup) beside a timing and spoil
     # it (two workers on 2 cores: timings stalled 13-82% and timed again)
     with exclusive(f"a matrix kernel ({job.model}/{job.kernel}) for a Dask task"):
-        index, measurer, tt = _worker_state(job)
+        index, measurer, tt = worker_state(job)
         bk = next((b for b in index.kernels.get(job.model, []) if b.name == job.kernel), None)
         if bk is None:
             raise ClusterError(f"Dask worker {worker_name()}: the bank at {job.bank_dir} has no kernel "
