@@ -3,6 +3,7 @@ by a killed run is not, and Ctrl-C on a budgeted transfer exits 130 with the fin
 written; the same command then resumes."""
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -132,7 +133,9 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
         proc.send_signal(signal.SIGINT)
     assert proc.wait(120) in (130, 0)  # 0: it finished between two looks
     after = [r.to_json() for r in read_rows(rows)]
-    assert after[:len(kept)] == kept  # the kept kernels were not measured again, their rows untouched
+    assert after[:len(kept)] == kept  # the kept kernels' rows untouched
+    runs = [k for k, _ in itertools.groupby(r["target_kernel"] for r in after)]
+    assert len(runs) == len(set(runs)) > done  # and not measured again: each kernel's rows once
 
 
 def test_a_signal_inside_native_code_ends_the_run_instead_of_raising_through_it(monkeypatch):
