@@ -112,15 +112,6 @@ def _scores(folder, root) -> dict:
 TOLERANCE = {"top1": 0.1, "top5": 0.05, "q1": 0.05}
 
 
-def test_local_workers_start_without_torch():
-    """`--cluster local:N` workers load recommender.measure.worker_preload: torch is blocked before TVM is
-    imported (tvm_ffi would import it, 4 s a worker here), and TVM still imports."""
-    from recommender.measure.cluster import connect, parse_cluster
-    with connect(parse_cluster("local:1")) as client:
-        seen = client.run(lambda: (sys.modules.get("torch", "absent") is None, bool(__import__("tvm").__version__)))
-    assert list(seen.values()) == [(True, True)], seen
-
-
 @pytest.mark.slow
 def test_train_on_a_local_cluster_scores_as_the_local_fit(target_root):  # noqa: F811
     folder = target_root / "rankers" / "lgbm"

@@ -31,7 +31,6 @@ RETRIES = 2
 # a worker's statistical profiler wakes every 10 ms to sample its threads: beside a timing that takes every core
 # of the host, that is a stall (contention.py); workers of a scheduler started elsewhere: docs/scale.md
 QUIET_WORKERS = {"distributed.worker.profile.enabled": False}
-WORKER_PRELOAD = "recommender.measure.worker_preload"  # workers start without torch (its docstring)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def connect(address: ClusterAddress) -> Iterator[object]:
         if address.local_workers is not None:
             with dask.config.set(QUIET_WORKERS):
                 cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, preload=[WORKER_PRELOAD])
+                                       dashboard_address=None)
             client = Client(cluster)
         else:
             client = Client(address.scheduler, timeout=CONNECT_TIMEOUT_S)
