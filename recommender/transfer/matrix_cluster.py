@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, TypeVar
 
 from ..bank.location import bank_files
 from ..bank.store import wait_while_paused
@@ -37,6 +38,7 @@ from .matrix import Donors, MatrixPool, measure_matrix_kernel, model_rows
 # submitted tasks per worker: one running and one queued keeps a worker busy, and leaves a stopped client
 # little that was measured and not written
 QUEUED_PER_WORKER = 2
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -92,23 +94,32 @@ def worker_state(job: KernelJob) -> tuple[BankIndex, Measurer, object]:
     return _state["index"], _state["measurer"], _state["tt"]
 
 
-def run_kernel_job(job: KernelJob) -> dict:
-    """Measure one matrix kernel on this worker; {"rows": its rows as JSON, "worker", "wall_s"}."""
+def kernel_task(job: KernelJob, what: str, measure: Callable[[BankIndex, Measurer, object], list[CandidateRow]]
+                ) -> dict:
+    """One kernel task on this worker (a matrix kernel, or a `replay_cluster.ReplayJob`'s): the host checked
+    where it times here, then `measure` on the worker's bank index, measurer and TVM target; {"rows": the rows it
+    gives as JSON, "worker", "wall_s"}."""
     if parse_runner(job.settings.get("runner", "local")) is None:  # timed here: this host must be the target
         require_key(job.target_key)
     t0 = time.perf_counter()
     # the whole task holds the host's measurement lock, not only its builds and timings: another worker on
     # this host would otherwise spend its unlocked steps (its start, the pool lookup) beside a timing and spoil
     # it (two workers on 2 cores: timings stalled 13-82% and timed again)
-    with exclusive(f"a matrix kernel ({job.model}/{job.kernel}) for a Dask task"):
-        index, measurer, tt = worker_state(job)
+    with exclusive(f"{what} for a Dask task"):
+        rows = measure(*worker_state(job))
+    return {"rows": [r.to_json() for r in rows], "worker": worker_name(), "wall_s": time.perf_counter() - t0}
+
+
+def run_kernel_job(job: KernelJob) -> dict:
+    """Measure one matrix kernel on this worker (`kernel_task`)."""
+    def measure(index: BankIndex, measurer: Measurer, tt: object) -> list[CandidateRow]:
         bk = next((b for b in index.kernels.get(job.model, []) if b.name == job.kernel), None)
         if bk is None:
             raise ClusterError(f"Dask worker {worker_name()}: the bank at {job.bank_dir} has no kernel "
                                f"{job.model}/{job.kernel}")
         choice = measure_matrix_kernel(bk, index, measurer, tt, job.pool)
-        rows = kernel_rows(choice, job.model, tuned_best_s=job.tuned_best_s)
-    return {"rows": [r.to_json() for r in rows], "worker": worker_name(), "wall_s": time.perf_counter() - t0}
+        return kernel_rows(choice, job.model, tuned_best_s=job.tuned_best_s)
+    return kernel_task(job, f"a matrix kernel ({job.model}/{job.kernel})", measure)
 
 
 # -- on the client ---------------------------------------------------------------------------------
@@ -118,7 +129,6 @@ def measure_on_cluster(address: ClusterAddress, index: BankIndex, models: list[s
     """Measure the matrix's missing kernels of `models` on the cluster and write their rows; returns, per
     model, the finished kernels that lack donors the bank gained since they were measured. No cluster is
     started or reached when no kernel is missing."""
-    from tqdm import tqdm
     files: dict[str, RowFile] = {}
     order: dict[str, list[str]] = {}
     lacking: dict[str, dict[str, list[str]]] = {}
@@ -135,20 +145,31 @@ def measure_on_cluster(address: ClusterAddress, index: BankIndex, models: list[s
     if not jobs:
         return lacking
     left = Counter(job.model for job in jobs)
+    for job, result in run_kernel_jobs(address, run_kernel_job, jobs, target, settings, bank_dir,
+                                       f"{len(left)} models", "matrix (cluster)", log):
+        files[job.model].put(job.kernel, [CandidateRow.from_json(o) for o in result["rows"]], order[job.model])
+        donors.record(job.model, job.kernel, [m for m in index.models if m != job.model])
+        left[job.model] -= 1
+        if not left[job.model]:
+            log(f"{job.model}: done -> {files[job.model].path}")
+    return lacking
+
+
+def run_kernel_jobs(address: ClusterAddress, fn: Callable[[T], dict], jobs: list[T], target: TargetSpec,
+                    settings: MeasureSettings, bank_dir: Path, what: str, desc: str,
+                    log=lambda msg: print(msg, file=sys.stderr)) -> Iterator[tuple[T, dict]]:
+    """Yield (job, fn(job)) of kernel tasks as they finish on the cluster (its workers checked against the target
+    where they time), with a progress bar `desc` and a line on the workers before and on the time after."""
+    from tqdm import tqdm
     with connect(address) as client:
         timed_here = parse_runner(settings.runner) is None
         workers = check_workers(client, target.key) if timed_here else client.scheduler_info()["workers"]
-        log(f"cluster {address.text}: {len(workers)} workers; {len(jobs)} kernels of {len(left)} models to measure")
+        log(f"cluster {address.text}: {len(workers)} workers; {len(jobs)} kernels of {what} to measure")
         t0, worker_s = time.time(), 0.0
-        results = run_tasks(client, run_kernel_job, jobs, window=QUEUED_PER_WORKER * len(workers),
+        results = run_tasks(client, fn, jobs, window=QUEUED_PER_WORKER * len(workers),
                             before_submit=lambda: wait_while_paused(bank_dir, log))
-        for job, result in tqdm(results, total=len(jobs), desc="matrix (cluster)", unit="kernel", file=sys.stderr):
-            files[job.model].put(job.kernel, [CandidateRow.from_json(o) for o in result["rows"]], order[job.model])
-            donors.record(job.model, job.kernel, [m for m in index.models if m != job.model])
+        for job, result in tqdm(results, total=len(jobs), desc=desc, unit="kernel", file=sys.stderr):
+            yield job, result
             worker_s += result["wall_s"]
-            left[job.model] -= 1
-            if not left[job.model]:
-                log(f"{job.model}: done -> {files[job.model].path}")
         log(f"{len(jobs)} kernels in {time.time() - t0:.0f} s on {len(workers)} workers "
             f"({worker_s:.0f} s of worker time)")
-    return lacking

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bank.store import wait_while_paused
 from ..core.row_files import kernel_rows
 from ..core.rows import CandidateRow
 from ..frontend.kernels import Kernel
-from ..measure import MeasureSettings
-from ..measure.cluster import ClusterAddress, check_workers, connect, require_key, run_tasks, worker_name
-from ..measure.host_lock import exclusive
-from ..measure.measurer import parse_runner
+from ..measure import MeasureSettings, Measurer
+from ..measure.cluster import ClusterAddress
 from ..target.spec import TargetSpec
+from .candidates import BankIndex
 from .driver import RowFile
 from .kernel import transfer_kernel
-from .matrix_cluster import QUEUED_PER_WORKER, worker_state, bank_stamp
+from .matrix_cluster import bank_stamp, kernel_task, run_kernel_jobs
 from .run import ModelRun
 
 
@@ -55,18 +52,15 @@ class ReplayJob:
 
 
 def run_replay_job(job: ReplayJob) -> dict:
-    """Replay and measure one kernel on this worker; {"rows": its rows as JSON, "worker", "wall_s"}."""
+    """Replay and measure one kernel of the model on this worker (`matrix_cluster.kernel_task`)."""
     import tvm
-    if parse_runner(job.settings.get("runner", "local")) is None:  # timed here: this host must be the target
-        require_key(job.target_key)
-    t0 = time.perf_counter()
-    with exclusive(f"a replay kernel ({job.model}/{job.kernel.name}) for a Dask task"):
-        index, measurer, tt = worker_state(job)
+
+    def measure(index: BankIndex, measurer: Measurer, tt: object) -> list[CandidateRow]:
         kernel = dataclasses.replace(job.kernel, mod=tvm.ir.load_json(job.mod))
         choice = transfer_kernel(kernel, index, measurer, tt, job.top_n, job.exclude, job.cap, job.anchor_fallback,
                                  rule_space=job.rule_space)
-        rows = kernel_rows(choice, job.model)
-    return {"rows": [r.to_json() for r in rows], "worker": worker_name(), "wall_s": time.perf_counter() - t0}
+        return kernel_rows(choice, job.model)
+    return kernel_task(job, f"a replay kernel ({job.model}/{job.kernel.name})", measure)
 
 
 def replay_on_cluster(address: ClusterAddress, mr: ModelRun, rows: RowFile, bank_dir: Path, target: TargetSpec,
@@ -75,7 +69,6 @@ def replay_on_cluster(address: ClusterAddress, mr: ModelRun, rows: RowFile, bank
     """Measure the model's kernels that have no rows in `rows` on the cluster and file their rows; returns how
     many. No cluster is started or reached when none is missing."""
     import tvm
-    from tqdm import tqdm
     order = [k.name for k in mr.kernels]
     missing = [k for k in mr.kernels if k.name not in rows.by_kernel]
     if not missing:
@@ -86,17 +79,7 @@ def replay_on_cluster(address: ClusterAddress, mr: ModelRun, rows: RowFile, bank
                   anchor_fallback=anchor_fallback, rule_space=rule_space)
     jobs = [ReplayJob(mr.model.name, dataclasses.replace(k, mod=None), tvm.ir.save_json(k.mod), **common)
             for k in missing]
-    with connect(address) as client:
-        timed_here = parse_runner(settings.runner) is None
-        workers = check_workers(client, target.key) if timed_here else client.scheduler_info()["workers"]
-        log(f"cluster {address.text}: {len(workers)} workers; {len(jobs)} kernels of {mr.model.name} to measure")
-        t0, worker_s = time.time(), 0.0
-        results = run_tasks(client, run_replay_job, jobs, window=QUEUED_PER_WORKER * len(workers),
-                            before_submit=lambda: wait_while_paused(bank_dir, log))
-        for job, result in tqdm(results, total=len(jobs), desc=f"replay {mr.model.name} (cluster)", unit="kernel",
-                                file=sys.stderr):
-            rows.put(job.kernel.name, [CandidateRow.from_json(o) for o in result["rows"]], order)
-            worker_s += result["wall_s"]
-        log(f"{len(jobs)} kernels in {time.time() - t0:.0f} s on {len(workers)} workers "
-            f"({worker_s:.0f} s of worker time)")
+    for job, result in run_kernel_jobs(address, run_replay_job, jobs, target, settings, bank_dir, mr.model.name,
+                                       f"replay {mr.model.name} (cluster)", log):
+        rows.put(job.kernel.name, [CandidateRow.from_json(o) for o in result["rows"]], order)
     return len(jobs)
