@@ -238,15 +238,21 @@ def test_psi_stall_share_is_read_from_the_pressure_file(tmp_path):
 
 def test_a_timing_beside_a_busy_process_is_timed_again_and_kept_with_its_stall_share(target):
     """Beside a busy loop on every core, a 2-thread kernel's timing stalls for a CPU (PSI): the measurer times
-    it again and, the loops still running, keeps the last try with its stall share; alone it is not retried."""
+    it again and, the loops still running, keeps the last try with its stall share. Without the loops it is
+    kept clean, or, where something else loads the machine (a CI runner did: 23% stalled after its retries),
+    kept spoiled only after every retry and marked so."""
     import subprocess
     from recommender.measure import contention
     if contention.stalled_us() is None:
         pytest.skip("no CPU pressure information (PSI) on this machine")
     with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=20)) as m:
         (quiet,) = m.measure([as_mod(matmul64)])
-        assert quiet.ok and not contention.spoiled(quiet.stall_share), quiet.stall_share
-        before = dict(m.stats)  # a noisy machine may have retried the quiet one already
+        assert quiet.ok
+        if contention.spoiled(quiet.stall_share):  # a loaded machine: the same bookkeeping as below, or a bug
+            assert quiet.kept_spoiled == "contended" and quiet.tries == contention.RETRIES + 1, quiet
+        else:
+            assert quiet.kept_spoiled != "contended" and m.stats["kept_contended"] == 0, quiet
+        before = dict(m.stats)
         hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
         try:
             (busy,) = m.measure([as_mod(matmul64)])
