@@ -25,7 +25,7 @@ demo: $(STAMP)
 		--out $(DEMO_OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not bench" tests
+	$(BIN)/python -m pytest -q -m "not bench" --durations=25 tests
 
 # the bench tier, minutes each: whole measurement scripts end to end (the latency table, compare's every method),
 # the cluster matrix with a worker killed, bank tune on a cluster, a replay from a bank URL, SIGTERM during tuning

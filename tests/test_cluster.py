@@ -167,6 +167,35 @@ def _chosen(path) -> dict[str, tuple]:
 
 
 @pytest.mark.slow
+def test_a_matrix_kernel_job_pickles_and_its_task_gives_the_kernel_s_rows(two_model_bank, target):
+    """What a Dask worker runs for one matrix kernel, here in this process (a cluster's start costs a minute:
+    make test-bench runs whole cluster matrices): the job goes through pickle as to a remote worker, and the task
+    returns its rows as JSON, the default first, a donor of the other bank model timed beside it."""
+    import dataclasses
+    import pickle
+
+    from recommender.measure import MeasureSettings
+    from recommender.transfer.candidates import BankIndex
+    from recommender.transfer.matrix import MatrixPool, matrix_kernels
+    from recommender.transfer.matrix_cluster import KernelJob, bank_stamp, run_kernel_job
+    index = BankIndex(two_model_bank)
+    donor_classes = {d.class_key for d in index.kernels["donor"]}
+    bk = next(b for b in matrix_kernels(index, "wide", 0) if b.class_key in donor_classes)
+    job = KernelJob("wide", bk.name, str(two_model_bank.resolve()), tuple(index.models), bank_stamp(two_model_bank),
+                    target.config, target.key, MeasureSettings(repeat=2, min_repeat_ms=1).to_json(),
+                    MatrixPool(cap=2), bk.best_s)
+    result = run_kernel_job(pickle.loads(pickle.dumps(job)))
+    rows = [CandidateRow.from_json(o) for o in result["rows"]]
+    assert rows[0].is_default and rows[0].ok and sum(r.is_default for r in rows) == 1
+    assert {r.target_kernel for r in rows} == {bk.name} and result["wall_s"] > 0
+    donors = [r for r in rows if not r.is_default]
+    assert donors and all(r.source_model == "donor" for r in donors) and any(r.ok for r in donors), rows
+    stale = dataclasses.replace(job, bank_models=("donor",), bank_stamp="another")
+    with pytest.raises(ClusterError, match="reads other bank models"):  # a worker whose bank is not the client's
+        run_kernel_job(stale)
+
+
+@pytest.mark.slow
 def test_a_worker_on_another_cpu_is_refused_in_one_line(tmp_path):
     """A run for another CPU than the workers' hosts (here: the shipped znver3 bank's CPU, or skylake on a
     znver3 host) stops before anything is measured or written."""

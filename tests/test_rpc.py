@@ -75,6 +75,8 @@ def test_measures_through_the_rpc_tracker(target, tracker):
     assert all(r.stall_share is None for r in results) and m.stats["timed_again_contended"] == 0
 
 
+@pytest.mark.bench  # a minute or more on 2 cores: make test-bench (make test: measuring through the tracker above,
+# a cluster's worker check in test_cluster, the cluster's row order in test_cluster's pure-logic tests)
 def test_a_cluster_matrix_builds_on_dask_workers_and_times_on_the_rpc_servers(two_model_bank, tracker, tmp_path):
     """`matrix --cluster local:2 --runner rpc://...`: the Dask workers build and the tracker's two servers time.
     The run targets another CPU than the workers' host, which a run timed on the workers refuses

@@ -183,6 +183,8 @@ def test_all_pairs_bad_input(bank2, tmp_path, capsys):
     assert (out / "donor.jsonl.gz").read_bytes() == b"\x1f\x8b\x08\x00garbage"  # left as it was
 
 
+@pytest.mark.bench  # half a minute on 2 cores: make test-bench (make test: SIGTERM ends test_run_control's transfer
+# rerun, with its workers; an all-pairs run resumes in test_all_pairs_resumes_at_the_first_missing_kernel)
 def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):
     import os
     import signal
