@@ -296,7 +296,7 @@ def data_line(target_dir: Path, root: Path = ROOT) -> str:
     """What one CPU folder holds (bank and reference models, kernels, records; matrix and held-out rows)."""
     _imports(root)
     from recommender.bank.store import bank_models, count_records, read_meta
-    from recommender.core.row_files import read_rows
+    from recommender.core.row_files import count_rows
     parts = []
     for kind in ("bank", "reference"):
         if not (target_dir / kind).is_dir():
@@ -308,10 +308,10 @@ def data_line(target_dir: Path, root: Path = ROOT) -> str:
             records += count_records(folder)
         parts.append(f"{kind}: {len(models)} models, {kernels} tuned kernels, {records} records")
     for kind, pattern in (("transfer matrix", "transfer/*.jsonl.gz"), ("held-out replays", "heldout/*/*.jsonl.gz")):
-        rows = [r for p in sorted(target_dir.glob(pattern)) for r in read_rows(p)]
+        counts = [count_rows(p) for p in sorted(target_dir.glob(pattern))]
+        rows, defaults = sum(n for n, _ in counts), sum(d for _, d in counts)
         if rows:
-            defaults = sum(r.is_default for r in rows)
-            parts.append(f"{kind}: {defaults} kernels, {len(rows) - defaults} candidates + {defaults} default rows")
+            parts.append(f"{kind}: {defaults} kernels, {rows - defaults} candidates + {defaults} default rows")
     return ("Counted from the files: " + "; ".join(parts) + ".") if parts else "Nothing shipped yet."
 
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
 from .errors import BankError
-from .fileio import gzip_writer, read_json_lines, replacing
-from .rows import NOT_MEASURED, OK, REQUIRED, CandidateRow
+from .fileio import gzip_writer, read_json_lines, read_lines, replacing
+from .rows import DEFAULT, NOT_MEASURED, OK, REQUIRED, CandidateRow
 
 # the key order of the files written before CandidateRow: rows are written in it so a rewritten file is
 # byte-for-byte the file the old writer made (keys CandidateRow adds later go last)
@@ -62,6 +63,23 @@ def read_rows(path: Path) -> list[CandidateRow]:
         except (TypeError, KeyError, AttributeError, OverflowError) as err:  # a field of the wrong shape
             raise BankError(f"{where}: {type(err).__name__}: {err}") from None
     return rows
+
+
+_MATCH = re.compile(r'"match":"([^"\\]*)"')
+
+
+def count_rows(path: Path) -> tuple[int, int]:
+    """(rows, default rows) of a row file, the rows not parsed (a 30k-row folder: 1 s instead of 25). The writer
+    puts `match` before every field that nests JSON (`_DISK_ORDER`), so the first `"match":"..."` on a line is the
+    row's own (a string value holding that text is escaped); a line without one is parsed."""
+    rows = defaults = 0
+    for line in read_lines(path, "transfer-matrix file"):
+        if not line.strip():
+            continue
+        m = _MATCH.search(line)
+        rows += 1
+        defaults += (m.group(1) if m else json.loads(line).get("match")) == DEFAULT
+    return rows, defaults
 
 
 def rows_to_resume(path: Path, remeasure: tuple[str, ...], log: Callable[[str], None]) -> list[CandidateRow]:
