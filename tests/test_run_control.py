@@ -72,11 +72,19 @@ def _hold_lock_then_die(folder: str, ready) -> None:
 
 
 @pytest.mark.slow
-def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, onnx_file, capsys):
-    """replay, matrix and transfer refuse an output folder that another run holds (exit 2, one line); the
-    .lock file a SIGKILLed run leaves behind does not block the lock the next run takes (whole runs that take
-    it: every other test that writes an output folder)."""
+def test_a_folder_in_use_is_refused_and_a_killed_runs_lock_is_not(tmp_path, capsys):
+    """replay, matrix and transfer refuse an output folder that another run holds (exit 2, one line), before
+    they import the model (a file that is no model gets that refusal, not an import error); the .lock file a
+    SIGKILLed run leaves behind does not block the lock the next run takes (whole runs that take it: every other
+    test that writes an output folder). A run whose model fails to import leaves no output folder behind."""
     bank = _shipped_bank(tmp_path, "resnet18", "bert_tiny")  # the matrix needs two bank models
+    onnx_file = tmp_path / "not_a_model.onnx"
+    onnx_file.write_bytes(b"\x08\x07garbage")
+    onnx_file = str(onnx_file)
+    fresh = tmp_path / "fresh"
+    assert main(["replay", "--model", onnx_file, "--bank", str(bank), "--out", str(fresh)]) == 2
+    err = capsys.readouterr().err
+    assert "in use" not in err and "Traceback" not in err and not fresh.exists(), err
     out = tmp_path / "out"
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()

@@ -34,9 +34,13 @@ FAILED_RUN_SECS = 1e9  # MetaSchedule stores failed candidates with 1e10 s
 
 @contextmanager
 def locked(folder: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on `folder` (another run writing it is refused with a clear message)."""
+    """Hold an exclusive lock on `folder` (another run writing it is refused with a clear message). A folder this
+    lock made is taken away again when the body fails before writing anything into it (a model that does not
+    import leaves no empty output folder behind)."""
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ".lock"
+    failed = False
     with open(path, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -44,7 +48,13 @@ def locked(folder: Path, what: str) -> Iterator[None]:
             raise BankError(f"{folder} is in use by another schedrec run ({what}); wait for it or stop it") from err
         try:
             yield
+        except BaseException:
+            failed = True
+            raise
         finally:
+            if failed and made and [p.name for p in folder.iterdir()] == [".lock"]:
+                path.unlink()
+                folder.rmdir()
             fcntl.flock(f, fcntl.LOCK_UN)
 
 

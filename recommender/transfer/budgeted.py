@@ -66,15 +66,16 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     log = log or stderr_log
     if (budget is None) == (per_kernel is None):
         raise ValueError("give a total budget or a per-kernel budget, not both or neither")
-    measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings, pack_weights=pack_weights)
-    name = mr.model.name
-    run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
-           "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-           "selector": selector.name, "budget": budget, "per_kernel": per_kernel, "fallback_samples": fallback_samples,
-           "tune_missing": tune_missing, "pack_weights": pack_weights, "rule_space": rule_space,
-           "fast_math": (settings or MeasureSettings()).fast_math}
-    t_start = time.perf_counter()
-    with locked(out_dir, f"transfer {spec}"):
+    with locked(out_dir, f"transfer {spec}"):  # a folder in use is refused before the model is imported
+        measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings,
+                                           pack_weights=pack_weights)
+        name = mr.model.name
+        run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
+               "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
+               "selector": selector.name, "budget": budget, "per_kernel": per_kernel,
+               "fallback_samples": fallback_samples, "tune_missing": tune_missing, "pack_weights": pack_weights,
+               "rule_space": rule_space, "fast_math": (settings or MeasureSettings()).fast_math}
+        t_start = time.perf_counter()
         check_run(out_dir / "run.json", run)
         rows = RowFile(out_dir / "candidates.jsonl.gz")
         with measurer:
