@@ -16,12 +16,14 @@ def test_pytorch_and_onnxruntime_time_the_same_model():
     ort_s = time_onnxruntime(model, args, threads=1, repeat=3, min_repeat_s=0.02)
     for costs in (torch_s, ort_s):
         assert len(costs) == 3 and all(0 < c < 1.0 for c in costs)
-    # each times the model and input it is given: 16x the pixels (16x the FLOPs) takes 3x longer or more
+    # each times the model and input it is given: 16x the pixels (16x the FLOPs) takes 3x longer or more. Fastest
+    # repeats compared: another process only adds time (the medians failed this once, a ranker evaluation running
+    # beside the suite)
     big_model, big_args = small_cnn(width=8, size=128)
     big_torch = time_pytorch(big_model, big_args, threads=1, repeat=3, min_repeat_s=0.02)
     big_ort = time_onnxruntime(big_model, big_args, threads=1, repeat=3, min_repeat_s=0.02)
-    assert median(big_torch) > 3 * median(torch_s), (big_torch, torch_s)
-    assert median(big_ort) > 3 * median(ort_s), (big_ort, ort_s)
+    assert min(big_torch) > 3 * min(torch_s), (big_torch, torch_s)
+    assert min(big_ort) > 3 * min(ort_s), (big_ort, ort_s)
     assert median([]) != median([])  # nan for no measurement
 
 
