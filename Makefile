@@ -28,7 +28,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not bench" --durations=25 tests
 
 # the bench tier, minutes each: whole measurement scripts end to end (the latency table, compare's every method),
-# the cluster matrix with a worker killed, bank tune on a cluster, a replay from a bank URL, SIGTERM during tuning
+# the cluster matrices (a worker killed; timed through RPC), bank tune on a cluster, a replay from a bank URL,
+# SIGTERM during tuning and during a matrix
 test-bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench tests
 

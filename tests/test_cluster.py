@@ -212,7 +212,7 @@ def test_a_worker_on_another_cpu_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.bench  # minutes each on 2 cores: make test-bench (a cluster matrix in make test: test_rpc's, built on Dask workers)
+@pytest.mark.bench  # minutes each on 2 cores: make test-bench (make test: a matrix kernel job run in process, the worker check, the row order)
 def test_a_cluster_matrix_equals_the_local_run_with_a_worker_killed_and_resumes_after_a_killed_client(
         two_model_bank, local_matrix, tmp_path):
     """On LocalCluster(n_workers=2, threads_per_worker=1), with a worker killed while it measures (Dask gives its
@@ -278,7 +278,7 @@ def test_a_cluster_matrix_equals_the_local_run_with_a_worker_killed_and_resumes_
 
 
 @pytest.mark.slow
-@pytest.mark.bench  # a minute or more on 2 cores: make test-bench (make test: test_rpc's cluster matrix, same worker path)
+@pytest.mark.bench  # a minute or more on 2 cores: make test-bench (make test: matrix_cluster.kernel_task, the same worker path, in process)
 def test_replay_of_a_model_on_a_local_cluster_files_every_kernel_once_in_order_and_resumes(donor_bank, tmp_path):
     """`replay --model M --cluster local:2`: each kernel of the model replayed and measured on a worker, its
     rows filed once, in the model's kernel order, with its default measured; the choices and the whole model's
