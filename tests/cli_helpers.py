@@ -27,6 +27,12 @@ def main_printing(*argv: str) -> tuple[int, str]:
     return code, printed.getvalue()
 
 
+def still_running(pids: list[int]) -> list[int]:
+    """Those of `pids` whose process is alive and not a zombie (a stopped run's orphaned workers)."""
+    import psutil
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
 def load_script(name: str):
     """scripts/NAME.py imported as module NAME (registered in sys.modules, as its dataclasses need)."""
     import importlib.util

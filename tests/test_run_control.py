@@ -20,7 +20,7 @@ from recommender.bank.store import locked
 from recommender.core.row_files import read_rows
 from recommender.cli import main
 
-from .cli_helpers import ROOT
+from .cli_helpers import ROOT, still_running
 from .kernels_tir import add1024, as_mod, matmul64
 
 SHIPPED = ROOT / "models" / "llvm-znver3-2c"
@@ -146,8 +146,7 @@ def test_ctrl_c_on_transfer_exits_130_keeps_the_finished_kernels_and_the_rerun_r
     assert code in (143, 0), err  # 0: it finished between two looks
     assert code == 0 or ("terminated; what was finished is saved" in err and "Traceback" not in err), err
     time.sleep(1)
-    assert not [p for p in workers if psutil.pid_exists(p) and
-                psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # no orphaned worker
+    assert not still_running(workers)  # no orphaned worker
     after = [r.to_json() for r in read_rows(rows)]
     assert after[:len(kept)] == kept  # the kept kernels' rows untouched
     runs = [k for k, _ in itertools.groupby(r["target_kernel"] for r in after)]

@@ -194,6 +194,8 @@ def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):
     from pathlib import Path
 
     import psutil
+
+    from .cli_helpers import still_running
     out = tmp_path / "transfer"
     argv = ["replay", "--all-pairs", "--models", "wide", "--bank", str(bank2), "--out", str(out), "--cap", "2",
             "--repeat", "2"]
@@ -209,8 +211,7 @@ def test_sigterm_ends_the_run_cleanly_and_the_rerun_resumes(bank2, tmp_path):
     assert proc.wait(120) == 143
     assert "terminated; what was finished is saved" in proc.stderr.read()
     time.sleep(1)
-    assert workers and not [p for p in workers if psutil.pid_exists(p) and
-                            psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # no orphaned worker
+    assert workers and not still_running(workers)  # no orphaned worker
     kept = _dict_rows(path)
     done = {r["target_kernel"] for r in kept}
     meta = json.loads((bank2 / "wide" / "meta.json").read_text())

@@ -99,8 +99,8 @@ def native_target() -> TargetSpec:
 
 def parse_target(spec: str | None, validate: bool = True) -> TargetSpec:
     """`native` (or None), a JSON object string, or a path to a JSON file. `validate=False` leaves out what needs
-    TVM (LLVM's check of the mcpu, building the TVM target: seconds of imports), for what only reads a target's
-    key and folders and compiles nothing (the scripts that write cards and figures)."""
+    TVM (LLVM's check of the mcpu, building the TVM target: seconds of imports; `num-cores` is still checked), for
+    what only reads a target's key and folders and compiles nothing (the scripts that write cards and figures)."""
     if spec is None or spec == "native":
         return native_target()
     text = spec
@@ -120,17 +120,18 @@ def parse_target(spec: str | None, validate: bool = True) -> TargetSpec:
         raise TargetError('target JSON must be an object with a "kind", e.g. {"kind": "llvm", "mcpu": "znver3"}')
     if config["kind"] != "llvm":
         raise TargetError(f"schedrec targets CPUs: target kind must be 'llvm', got {config['kind']!r}")
+    check_llvm_config(config, ask_llvm=validate)
     t = TargetSpec(config)
     if validate:
-        check_llvm_config(config)
         t.tvm()  # validate early
     return t
 
 
-def check_llvm_config(config: dict) -> None:
+def check_llvm_config(config: dict, ask_llvm: bool = True) -> None:
     """Refuse, in one line each and before TVM sees it, what a typed LLVM target gets wrong: no `num-cores` (the
-    thread count every measurement and the target key need), and an `mcpu` that LLVM does not know for the
-    target's triple (LLVM would compile for a generic CPU instead, warning on every build)."""
+    thread count every measurement and the target key need), and (with `ask_llvm`, which loads TVM) an `mcpu` that
+    LLVM does not know for the target's triple (LLVM would compile for a generic CPU instead, warning on every
+    build)."""
     cores = config.get("num-cores")
     if cores is None:
         raise TargetError(f'the target needs "num-cores" (the threads a model runs with; this machine has '
@@ -138,7 +139,7 @@ def check_llvm_config(config: dict) -> None:
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise TargetError(f'"num-cores" must be a whole number of 1 or more, got {cores!r}')
     mcpu = config.get("mcpu")
-    if mcpu is None:
+    if mcpu is None or not ask_llvm:
         return
     import tvm
     from tvm.target import codegen
