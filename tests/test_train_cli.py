@@ -196,3 +196,48 @@ def test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds(target_
     assert r.returncode == 0 and "seed_spread" not in json.loads(path.read_text())
     r = run_cli("evaluate", "--target-key", "fx-key", "--seeds", "1,x")
     assert r.returncode == 2 and "comma-separated integers" in r.stderr
+
+
+def test_an_interrupted_evaluation_resumes_from_its_finished_folds(target_root, monkeypatch):
+    """A killed `schedrec evaluate` keeps every finished fold (rankers/evaluation.partial.json); the rerun fits
+    only the rest and writes the bytes an uninterrupted run writes. Other rows start it afresh."""
+    import training.evaluate as evaluate_mod
+    from recommender.core.row_files import read_rows
+    from training.train import evaluate
+    names, kw = ["lgbm", "random"], dict(seeds=(0, 5), log=lambda m: None)
+    result, partial = target_root / "rankers" / "evaluation.json", target_root / "rankers" / "evaluation.partial.json"
+    evaluate(target_root, names, **kw)
+    reference = result.read_bytes()
+    assert not partial.exists()
+    fits, stop_after = [], [4]
+    real_fit = evaluate_mod.fit_ranker
+
+    def fit(name, data, *a, **k):
+        if stop_after and len(fits) == stop_after[0]:
+            raise KeyboardInterrupt
+        fits.append(name)
+        return real_fit(name, data, *a, **k)
+    monkeypatch.setattr(evaluate_mod, "fit_ranker", fit)
+    result.unlink()
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(target_root, names, **kw)
+    assert partial.exists() and not result.exists()
+    fits.clear()
+    stop_after.clear()
+    evaluate(target_root, names, **kw)
+    # 3 folds x 2 rankers, and again for each of 2 seeds: 18 fits, 4 of them kept from the killed run
+    assert len(fits) == 18 - 4
+    assert result.read_bytes() == reference and not partial.exists()
+    # a partial file of other rows is not used
+    stop_after.append(4)
+    fits.clear()
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(target_root, names, **kw)
+    path = target_root / "transfer" / "alpha.jsonl.gz"
+    rows = read_rows(path)
+    write_rows(path, [CandidateRow(**{**r.__dict__, "latency_s": r.latency_s * 1.5}) if i == 3 else r
+                      for i, r in enumerate(rows)])
+    fits.clear()
+    stop_after.clear()
+    evaluate(target_root, names, **kw)
+    assert len(fits) == 18 and not partial.exists()

@@ -16,7 +16,6 @@ Cells per target T (DESIGN.md, "Rankers across targets"):
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 import zlib

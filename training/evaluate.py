@@ -17,6 +17,7 @@ from featurize.validity import demote_known_failures
 from recommender.core.rows import CandidateRow
 
 from .dataset import RankingSet, leave_model_out, ranking_set, trainable
+from .fold_store import FoldStore, entry_key
 from .metrics import KS, score_groups, summarize_outcomes
 from .rankers import Ranker, TransferTuningHeuristic
 from .registry import featurize_for, ranker_class
@@ -90,27 +91,42 @@ def predict(ranker: Ranker, data: RankingSet, table: FeatureTable, validity: boo
 def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: list[str],
                         models: list[str] | None = None, params: dict[str, dict] | None = None,
                         train_fraction: float = 1.0, seed: int = 0, extra: list[CandidateRow] = (),
-                        log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+                        log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+                        store: FoldStore | None = None, run: str = "lomo") -> dict:
     """Per-model and pooled figures of every ranker in `names`; `train_fraction` < 1 keeps a random share
     of the training kernels (the learning curve); `extra` rows (e.g. the bank's own tuning records) join
-    the training data of every fold whose held-out model they do not belong to."""
+    the training data of every fold whose held-out model they do not belong to. With `store`, each fold's
+    outcomes are saved as it finishes and a fold already there (same `run` tag, ranker, parameters and
+    held-out model) is not fitted again."""
     models = models or sorted({r.target_model for r in rows})
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     seconds: dict[str, float] = {n: 0.0 for n in names}
     for model in models:
+        keys = {n: entry_key(f"{run} {train_fraction} {seed}", n, (params or {}).get(n), model) for n in names}
         plain, held_out = leave_model_out(rows, model)
         test = ranking_set(held_out)
         more = plain + leave_model_out(list(extra), model)[0]
         sets = {False: _training_set(plain, train_fraction, seed), True: _training_set(more, train_fraction, seed)}
+        kept_names = []
         for name in names:
+            kept = store.get(keys[name]) if store is not None else None
+            if kept is not None:  # finished by an earlier, interrupted run of the same evaluation
+                outcomes[name][model] = kept["outcomes"]
+                seconds[name] += kept["seconds"]
+                kept_names.append(name)
+                continue
             t0 = time.perf_counter()
             train = sets[bool(extra) and ranker_class(name).uses_extra_groups]
             ranker = fit_ranker(name, train, table, (params or {}).get(name))
             scores = predict(ranker, test, table)
-            seconds[name] += time.perf_counter() - t0
+            spent = time.perf_counter() - t0
+            seconds[name] += spent
             outcomes[name][model] = score_groups(test.groups, scores)
+            if store is not None:
+                store.put(keys[name], outcomes[name][model], spent)
         train = sets[False]
-        log(f"held out {model}: {len(test.groups)} kernels, trained on {len(train.groups)}")
+        log(f"held out {model}: {len(test.groups)} kernels, trained on {len(train.groups)}"
+            + (f" ({', '.join(kept_names)} kept from the last run)" if kept_names else ""))
     result: dict = {"models": models, "ks": list(KS), "rankers": {}}
     for name in names:
         per_model = {m: summarize_outcomes(o) for m, o in outcomes[name].items()}

@@ -25,6 +25,7 @@ from recommender.core.rows import CandidateRow, key_from_json
 
 from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
+from .fold_store import PARTIAL_FILE, FoldStore, entry_key, rows_digest
 from .metrics import score_groups, summarize_outcomes
 from .noise_ceiling import ceiling_file
 from .registry import ranker_class
@@ -170,24 +171,29 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
     data = TargetData(target_dir, log, bank_records)
     names = _names(names, data)
     t0 = time.perf_counter()
+    store = fold_store(data)
+    if store.resumed:
+        log(f"resuming: {store.resumed} fits kept in {display_path(store.path)}")
     result = {"target_key": data.target_dir.name, "feature_version": data.featurizer.version,
               "bank_records": len(data.extra),
-              "lomo": leave_one_model_out(data.rows, data.table, names, models, extra=data.extra, log=log)}
-    result["heldout"] = heldout_scores(data, names, log)
+              "lomo": leave_one_model_out(data.rows, data.table, names, models, extra=data.extra, log=log,
+                                          store=store)}
+    result["heldout"] = heldout_scores(data, names, log, store)
     if fractions:
         # the fast learned ranker only: the TLP model takes minutes per leave-one-model-out pass
-        result["learning_curve"] = learning_curve(data, [n for n in names if n == "lgbm"], fractions, log)
+        result["learning_curve"] = learning_curve(data, [n for n in names if n == "lgbm"], fractions, log, store)
     noise = ceiling_file(data.target_dir)
     if noise is not None:
         import json
         result["noise_ceiling"] = json.loads(noise.read_text())
     spread = [n for n in names if n in SPREAD_RANKERS]
     if spread and seeds:
-        result["seed_spread"] = seed_spread(data, spread, seeds, models, log)
+        result["seed_spread"] = seed_spread(data, spread, seeds, models, log, store)
     timing = {"seconds": round(time.perf_counter() - t0, 1), "feature_seconds": dict(data.table.seconds),
               "rankers": {n: r.pop("seconds") for n, r in result["lomo"]["rankers"].items()}}
     atomic_write_json(str(data.target_dir / "rankers" / EVALUATION_FILE), result)
     atomic_write_json(str(data.target_dir / "rankers" / TIMING_FILE), timing)
+    store.remove()
     update_card(data.target_dir)
     for name, r in result["lomo"]["rankers"].items():
         r["seconds"] = timing["rankers"][name]  # for the caller's table; not in the file
@@ -195,14 +201,21 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
     return result
 
 
+def fold_store(data: TargetData) -> FoldStore:
+    """Where this evaluation keeps its finished folds (`rankers/evaluation.partial.json`), for these rows."""
+    config = {"target_key": data.target_dir.name, "feature_version": data.featurizer.version,
+              "rows": rows_digest(data.rows + data.extra, [data.target_dir / "features" / "per_store.npz"])}
+    return FoldStore(data.target_dir / "rankers" / PARTIAL_FILE, config)
+
+
 def seed_spread(data: TargetData, names: list[str], seeds: tuple[int, ...], models: list[str] | None,
-                log: Callable[[str], None]) -> dict:
+                log: Callable[[str], None], store: FoldStore | None = None) -> dict:
     """Leave-one-model-out pooled top-1 / top-5 / Q@1 of each seeded ranker under every seed: each seed's
     figure, their mean, min and max."""
     per_seed: dict[str, dict[str, dict]] = {n: {} for n in names}
     for seed in seeds:
         r = leave_one_model_out(data.rows, data.table, names, models, extra=data.extra,
-                                params={n: {"seed": seed} for n in names}, log=lambda m: None)
+                                params={n: {"seed": seed} for n in names}, log=lambda m: None, store=store)
         for n in names:
             per_seed[n][str(seed)] = {k: r["rankers"][n]["pooled"][k] for k in SPREAD_METRICS}
         log(f"seed {seed}: " + ", ".join(f"{n} top1 {per_seed[n][str(seed)]['top1']:.3f}" for n in names))
@@ -215,7 +228,8 @@ def seed_spread(data: TargetData, names: list[str], seeds: tuple[int, ...], mode
     return out
 
 
-def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None]) -> dict:
+def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None],
+                   store: FoldStore | None = None) -> dict:
     """Rankers fitted on every matrix row, scored on the exhaustive replays of models outside the bank
     (`<target>/heldout/<model>/candidates.jsonl.gz`), over their donor candidates only: those replays hold the
     rules' fixed tiles alone, not the rule space a pool ranks now, so their rule rows would score a choice among
@@ -233,8 +247,16 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     for name in names:
         if name == "xgb_per_store":
             continue  # no PerStoreFeature vectors for held-out replays
-        ranker = fit_ranker(name, data.training_set(name), data.table)
-        outcomes = score_groups(test.groups, predict(ranker, test, table))
+        key = entry_key("heldout", name, None, ",".join(out["models"]))
+        kept = store.get(key) if store is not None else None
+        if kept is not None:
+            outcomes = kept["outcomes"]
+        else:
+            t0 = time.perf_counter()
+            ranker = fit_ranker(name, data.training_set(name), data.table)
+            outcomes = score_groups(test.groups, predict(ranker, test, table))
+            if store is not None:
+                store.put(key, outcomes, time.perf_counter() - t0)
         per_model = {m: summarize_outcomes([o for o in outcomes if o and o["key"][0] == m]) for m in out["models"]}
         out["rankers"][name] = {"pooled": summarize_outcomes(outcomes), "models": per_model}
     log(f"held-out zoo models: {', '.join(out['models'])}")
@@ -242,12 +264,12 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
 
 
 def learning_curve(data: TargetData, names: list[str], fractions: tuple[float, ...],
-                   log: Callable[[str], None]) -> dict:
+                   log: Callable[[str], None], store: FoldStore | None = None) -> dict:
     """Pooled leave-one-model-out top-1/top-5 against the share of training kernels kept."""
     out: dict = {}
     for frac in fractions:
         r = leave_one_model_out(data.rows, data.table, names, train_fraction=frac, extra=data.extra,
-                                log=lambda m: None)
+                                log=lambda m: None, store=store)
         out[str(frac)] = {n: {k: r["rankers"][n]["pooled"][k] for k in ("top1", "top3", "top5")} for n in names}
         log(f"learning curve at {frac:.0%}: " + ", ".join(f"{n} top1 {out[str(frac)][n]['top1']}" for n in names))
     return out
