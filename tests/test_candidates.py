@@ -206,8 +206,14 @@ def test_exhaustive_replay_resumes_from_its_rows_and_refuses_other_settings(bank
     t = second["totals"]
     assert t["records_written"] >= 1 and t["model_latency_tuned_s"] < t["model_latency_untuned_s"]
     capsys.readouterr()
+    import psutil
+
+    from .cli_helpers import still_running
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     assert main(argv[:-2] + ["--top-n", "1", "--out", str(out)]) == 2
     assert "other settings (top_n)" in capsys.readouterr().err
+    # the refused run closed the measurer it had started: no worker of it is left beside this process
+    assert still_running([p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]) == []
     # the run was measured with vectorized exp/erf (the default); libm's would be other measurements
     assert json.loads((out / "run.json").read_text())["fast_math"] is True
     assert main(argv + ["--exact-math"]) == 2

@@ -69,16 +69,16 @@ def budgeted_transfer(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     with locked(out_dir, f"transfer {spec}"):  # a folder in use is refused before the model is imported
         measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings,
                                            pack_weights=pack_weights)
-        name = mr.model.name
-        run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
-               "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-               "selector": selector.name, "budget": budget, "per_kernel": per_kernel,
-               "fallback_samples": fallback_samples, "tune_missing": tune_missing, "pack_weights": pack_weights,
-               "rule_space": rule_space, "fast_math": (settings or MeasureSettings()).fast_math}
-        t_start = time.perf_counter()
-        check_run(out_dir / "run.json", run)
-        rows = RowFile(out_dir / "candidates.jsonl.gz")
-        with measurer:
+        with measurer:  # closed whatever fails from here on (a refused resume included)
+            name = mr.model.name
+            run = {"spec": spec, "model": name, "target_key": target.key, "bank_models": mr.index.models,
+                   "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
+                   "selector": selector.name, "budget": budget, "per_kernel": per_kernel,
+                   "fallback_samples": fallback_samples, "tune_missing": tune_missing, "pack_weights": pack_weights,
+                   "rule_space": rule_space, "fast_math": (settings or MeasureSettings()).fast_math}
+            t_start = time.perf_counter()
+            check_run(out_dir / "run.json", run)
+            rows = RowFile(out_dir / "candidates.jsonl.gz")
             found = _candidates(mr, rows, measurer, top_n, cap, anchor_fallback, fallback_samples, tune_missing,
                                 rule_space)
             plan = _plan(mr, bank_dir, rows, found, selector, budget, per_kernel)

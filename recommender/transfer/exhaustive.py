@@ -32,12 +32,13 @@ def exhaustive_replay(spec: str, target: TargetSpec, bank_dir: Path, out_dir: Pa
     here."""
     with locked(out_dir, f"replay {spec}"):  # a folder in use is refused before the model is imported
         measurer, mr = open_model_measured(spec, target, bank_dir, exclude_models, settings)
-        run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
-               "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap, "anchor_fallback": anchor_fallback,
-               "fast_math": (settings or MeasureSettings()).fast_math, "rule_space": rule_space}
-        check_run(out_dir / "run.json", run)
-        rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)
-        with measurer:
+        with measurer:  # closed whatever fails from here on (a refused resume included)
+            run = {"spec": spec, "model": mr.model.name, "target_key": target.key, "bank_models": mr.index.models,
+                   "excluded_models": list(mr.exclude), "top_n": top_n, "cap": cap,
+                   "anchor_fallback": anchor_fallback, "fast_math": (settings or MeasureSettings()).fast_math,
+                   "rule_space": rule_space}
+            check_run(out_dir / "run.json", run)
+            rows = RowFile(out_dir / "candidates.jsonl.gz", remeasure)
             if cluster is not None:
                 from .replay_cluster import replay_on_cluster
                 replay_on_cluster(cluster, mr, rows, bank_dir, target, settings or MeasureSettings(), top_n, cap,
