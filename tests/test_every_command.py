@@ -128,12 +128,14 @@ def test_read_only_output_folders(command, onnx_file, small_bank, tmp_path):
     ("transfer_figures.py", "transfer/summary.json"),
     ("transfer_figures.py", "transfer/m.jsonl.gz"),
 ])
-def test_data_scripts_refuse_damaged_files_in_one_line(script, damaged, target, tmp_path):
+def test_data_scripts_refuse_damaged_files_in_one_line(script, damaged, target, tmp_path, monkeypatch, capsys):
     """The scripts that write the card, the latency table and the transfer figures name a damaged input
-    file in one line, exit 2, and leave it as it was."""
+    file in one line, exit 2, and leave it as it was (run in process, as `python scripts/X.py` runs them)."""
     import gzip
-    import subprocess
-    import sys
+
+    from recommender.core.errors import run_script
+
+    from .cli_helpers import ROOT, load_script
     root = tmp_path / "models"
     key_dir = root / target.key
     (key_dir / "transfer").mkdir(parents=True)
@@ -145,9 +147,14 @@ def test_data_scripts_refuse_damaged_files_in_one_line(script, damaged, target, 
     bad = key_dir / damaged
     content = gzip.compress(b'{"target_model": "m"')[:-6] if damaged.endswith(".gz") else b'{"model": "m", "target_'
     bad.write_bytes(content)
-    out = subprocess.run([sys.executable, str(repo_models_dir().parent / "scripts" / script)], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "SCHEDREC_MODELS_DIR": str(root)})
-    lines = [ln for ln in out.stderr.splitlines() if ln.startswith(f"{script}: error:")]
-    assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    monkeypatch.setenv("SCHEDREC_MODELS_DIR", str(root))
+    monkeypatch.setattr("sys.argv", [str(ROOT / "scripts" / script)])
+    main = load_script(script.removesuffix(".py")).main
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        run_script(main)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"{script}: error:")]
+    assert stop.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert "corrupt" in lines[0] and str(bad) in lines[0], lines[0]
     assert bad.read_bytes() == content

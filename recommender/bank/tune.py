@@ -115,9 +115,11 @@ class OpenModel:
 
 @contextmanager
 def opened_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task: int, min_share: float,
-                 settings: MeasureSettings, trials_per_iter: int, population_size: int) -> Iterator[OpenModel]:
+                 settings: MeasureSettings, trials_per_iter: int, population_size: int,
+                 record_settings: bool = True, existing_only: bool = False) -> Iterator[OpenModel]:
     """Import the model, lock its bank folder, bring its meta up to this run (kernels newly above
-    `min_share` become pending) and restore its work dir from the bank."""
+    `min_share` become pending; with `record_settings`, this run's measurer and search settings) and restore its
+    work dir from the bank. With `existing_only`, a model the bank does not hold is refused."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.tvm_setup import load_tensor_intrinsics
@@ -140,11 +142,15 @@ def opened_model(spec: str, target: TargetSpec, bank_dir: Path, trials_per_task:
             for k, s in zip(kernels, flop_shares(kernels)):
                 if k.name in meta["kernels"] and s >= min_share and not meta["kernels"][k.name]["tuned"]:
                     meta["kernels"][k.name].update(tuned=True, status="pending")
+        elif existing_only:
+            raise BankError(f"{model.name} is not in {bank_dir}: tune it first with `schedrec bank tune --models "
+                            f"{spec}`")
         else:
             meta = _new_meta(spec, model.name, target, kernels, min_share, trials_per_task)
-        meta["measurer"] = settings.to_json()
-        meta["search"] = {"strategy": "evolutionary", "population_size": population_size,
-                          "trials_per_iter": trials_per_iter, "cost_model": "xgb"}
+        if record_settings or "measurer" not in meta:
+            meta["measurer"] = settings.to_json()
+            meta["search"] = {"strategy": "evolutionary", "population_size": population_size,
+                              "trials_per_iter": trials_per_iter, "cost_model": "xgb"}
         work = str(folder / ".work")
         unpack(folder, work)
         yield OpenModel(spec, model.name, folder, meta, work, ms.database.JSONDatabase(work_dir=work),

@@ -35,6 +35,38 @@ def cmd_bank_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bank_seed(args: argparse.Namespace) -> int:
+    """Tune the bank's models on with MetaSchedule's search started from their kernels' rule instances (measured in
+    the target's rule-space matrix) and best records: more trials per kernel, split by its share of the model's
+    time and planned before any search (resumable; records are only added)."""
+    from ..bank.seed import seed_model
+    from ..bank.store import bank_models, read_meta
+    from ..measure import MeasureSettings
+    from ..target.spec import parse_target
+    target = parse_target(args.target)
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
+                               build_workers=args.build_workers, fast_math=not args.exact_math)
+    bank_dir = own_folder(args, target.key, "bank")
+    held = [p.name for p in bank_models(bank_dir)]
+    names = list(options.names_list(args.models)) or held
+    missing = [n for n in names if n not in held]
+    if missing:
+        raise SchedrecError(f"not in {bank_dir}: {', '.join(missing)} (bank models: {', '.join(held) or 'none'})")
+    for name in names:
+        plan = seed_model(read_meta(bank_dir / name)["spec"], target, bank_dir, args.extra_trials,
+                          Path(args.space) if args.space else None, settings, args.trials_per_iter,
+                          args.population_size)
+        print_table([[k, str(e["trials"]), str(e.get("rule_records", "-")), _ms(e.get("best_before_s")),
+                      _ms(e.get("best_rule_s")), _ms(e.get("best_after_s"))] for k, e in plan["kernels"].items()],
+                    ["kernel", "trials", "rule records", "best before ms", "best rule ms", "best after ms"])
+        print(f"{name}: seeded in {plan.get('seconds', 0):.0f} s -> {bank_dir / name}")
+    return 0
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
+
+
 def cmd_bank_import(args: argparse.Namespace) -> int:
     """Add an existing MetaSchedule work dir to the bank."""
     from ..bank.info import import_workdir
@@ -128,6 +160,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.exact_math(bt)
     options.cluster(bt, "tune each kernel")
     bt.set_defaults(func=cmd_bank_tune)
+
+    bs = bsub.add_parser("seed", help=cmd_bank_seed.__doc__, description=cmd_bank_seed.__doc__)
+    options.models(bs, "comma-separated bank model names (default: every model in the bank)")
+    options.target(bs)
+    options.bank(bs)
+    bs.add_argument("--extra-trials", type=options.positive_int, default=128,
+                    help="measured trials per kernel on average, split by the kernels' shares of the model's time "
+                         "(128: with the bank's 64, three times the first tuning)")
+    bs.add_argument("--space", metavar="DIR",
+                    help="the rule-space matrix whose rule instances seed the search (default: <bank>/../space)")
+    bs.add_argument("--trials-per-iter", type=options.positive_int, default=32,
+                    help="candidates per evolutionary-search round (32)")
+    bs.add_argument("--population-size", type=options.positive_int, default=256,
+                    help="evolutionary-search population: schedules sampled and evolved per round (256)")
+    options.runner(bs)
+    options.repeat(bs)
+    bs.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
+    bs.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
+    options.exact_math(bs)
+    bs.set_defaults(func=cmd_bank_seed)
 
     bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
     bi.add_argument("work_dir", metavar="DIR", help="a MetaSchedule work dir with its two database files")
