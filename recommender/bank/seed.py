@@ -102,15 +102,16 @@ def _new_plan(m: OpenModel, rules: dict[str, list[CandidateRow]], extra_trials: 
 
 def seed_model(spec: str, target: TargetSpec, bank_dir: Path, extra_trials: int = 128, space_dir: Path | None = None,
                settings: MeasureSettings | None = None, trials_per_iter: int = 32, population_size: int = 256,
-               log=lambda msg: print(msg, file=sys.stderr)) -> dict:
-    """Seed and search the bank model `spec`'s tuned kernels (see the module's docstring); returns the meta's
-    `seeded` section: per kernel its trials, rule records, and the best latency before, of the rules and after."""
+               min_share: float = 0.01, log=lambda msg: print(msg, file=sys.stderr)) -> dict:
+    """Seed and search the bank model `spec`'s tuned kernels (see the module's docstring; `min_share`: the
+    model's own `min_flop_share`, so that no kernel changes its tuned mark); returns the meta's `seeded` section:
+    per kernel its trials, rule records, and the best latency before, of the rules and after."""
     from tqdm import tqdm
     if extra_trials < 1:
         raise BankError(f"--extra-trials must be at least 1, got {extra_trials}")
     settings = settings or MeasureSettings()
     space_dir = Path(space_dir) if space_dir is not None else Path(bank_dir).parent / "space"
-    with opened_model(spec, target, bank_dir, 1, 0.01, settings, trials_per_iter, population_size,
+    with opened_model(spec, target, bank_dir, 1, min_share, settings, trials_per_iter, population_size,
                       record_settings=False, existing_only=True) as m:
         m.todo = [k for k in m.todo if m.meta["kernels"][k.name].get("status") == "done"]
         rules = rule_rows(space_dir, m.name)

@@ -53,9 +53,13 @@ def cmd_bank_seed(args: argparse.Namespace) -> int:
     if missing:
         raise SchedrecError(f"not in {bank_dir}: {', '.join(missing)} (bank models: {', '.join(held) or 'none'})")
     for name in names:
-        plan = seed_model(read_meta(bank_dir / name)["spec"], target, bank_dir, args.extra_trials,
-                          Path(args.space) if args.space else None, settings, args.trials_per_iter,
-                          args.population_size)
+        meta = read_meta(bank_dir / name)
+        if not meta.get("spec") or str(meta["spec"]).startswith("import:"):
+            raise SchedrecError(f"{name} was imported from a MetaSchedule work dir: seeding re-imports the model, "
+                                f"and its meta.json names no model spec")
+        plan = seed_model(meta["spec"], target, bank_dir, args.extra_trials, Path(args.space) if args.space else None,
+                          settings, args.trials_per_iter, args.population_size,
+                          min_share=float(meta.get("min_flop_share", 0.01)))
         print_table([[k, str(e["trials"]), str(e.get("rule_records", "-")), _ms(e.get("best_before_s")),
                       _ms(e.get("best_rule_s")), _ms(e.get("best_after_s"))] for k, e in plan["kernels"].items()],
                     ["kernel", "trials", "rule records", "best before ms", "best rule ms", "best after ms"])
