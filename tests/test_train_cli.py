@@ -241,3 +241,21 @@ def test_an_interrupted_evaluation_resumes_from_its_finished_folds(target_root, 
     stop_after.clear()
     evaluate(target_root, names, **kw)
     assert len(fits) == 12 and not partial.exists()
+
+
+def test_the_card_says_when_its_evaluation_is_of_other_data_than_the_saved_rankers(target_root):
+    """Rankers retrained on a grown matrix and an evaluation of the old one: the card says its figures do not
+    describe the saved rankers, until evaluate runs on the current rows."""
+    from recommender.core.row_files import read_rows
+    card = target_root / "card.md"
+    assert run_cli("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
+    assert run_cli("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
+    assert "This evaluation is of other data" not in card.read_text()
+    path = target_root / "transfer" / "beta.jsonl.gz"
+    rows = read_rows(path)
+    write_rows(path, rows + [CandidateRow(**{**rows[1].__dict__, "source_rank": 7, "latency_s": 5e-4})])
+    assert run_cli("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
+    text = card.read_text()
+    assert "This evaluation is of other data than the saved heuristic" in text and "schedrec evaluate" in text
+    assert run_cli("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
+    assert "This evaluation is of other data" not in card.read_text()

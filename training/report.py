@@ -63,6 +63,15 @@ def rankers_markdown(target_dir: Path) -> str:
     if ev_path.exists():
         ev = json.loads(ev_path.read_text())
         lomo = ev["lomo"]
+        stale = stale_rankers(ev, metas)
+        if stale:
+            lines += [f"**This evaluation is of other data than the saved {', '.join(stale)}** (feature version "
+                      f"`{ev.get('feature_version', '?')}`"
+                      + (f", against `{metas[stale[0]].get('feature_version', '?')}`"
+                         if metas[stale[0]].get('feature_version') != ev.get('feature_version') else "")
+                      + f"): its figures do not describe them. `schedrec evaluate --target-key {target_dir.name}` "
+                      "scores rankers fitted on the current rows (about two hours on two cores; a stopped run "
+                      "resumes).", ""]
         lines += [f"Leave-one-model-out over {len(lomo['models'])} bank models (`schedrec evaluate`): no row "
                   "of the evaluated model is in the training data or the candidate pool. Pooled over held-out "
                   "kernels; top-k score weights kernels by weight x latency (DESIGN.md), Q@k is the unweighted "
@@ -97,6 +106,20 @@ def rankers_markdown(target_dir: Path) -> str:
                     f"{_f(v[n]['top1'])} / {_f(v[n]['top5'])}" if n in v else "-" for n in names) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+def stale_rankers(evaluation: dict, metas: dict[str, dict]) -> list[str]:
+    """The saved rankers (name -> meta.json) that `evaluation` did not score the data of: by the training
+    data hashes it records, or, in an evaluation older than those, by feature version."""
+    hashes = evaluation.get("data_hashes")
+    out = []
+    for name, meta in metas.items():
+        if hashes is not None:
+            if name in hashes and hashes[name] != meta.get("data_hash"):
+                out.append(name)
+        elif meta.get("feature_version") != evaluation.get("feature_version"):
+            out.append(name)
+    return out
 
 
 def update_card(target_dir: Path) -> Path | None:

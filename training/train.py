@@ -176,6 +176,9 @@ def evaluate(target_dir: Path, names: list[str], models: list[str] | None = None
         log(f"resuming: {store.resumed} fits kept in {display_path(store.path)}")
     result = {"target_key": data.target_dir.name, "feature_version": data.featurizer.version,
               "bank_records": len(data.extra),
+              # what `schedrec train` on these rows records as each ranker's data hash: the card tells an
+              # evaluation of other data from the saved rankers' own
+              "data_hashes": {n: data.training_set(n).digest() for n in names},
               "lomo": leave_one_model_out(data.rows, data.table, names, models, extra=data.extra, log=log,
                                           store=store)}
     result["heldout"] = heldout_scores(data, names, log, store)
