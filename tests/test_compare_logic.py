@@ -179,3 +179,12 @@ def test_methods_timed_with_no_clean_run_are_marked_in_the_table_and_the_summary
     assert "- m lgbm-k3: no clean run in 13 tries" in table and "10.00 (!)" not in table
     retimed = model_summary(data, {"rounds": 5, "methods": {"lgbm-k3": {"median_s": 0.0079}}})
     assert set(retimed["timing_caveats"]) == {"pytorch"} and "7.90 (!)" not in budget_table([retimed])
+
+
+def test_a_comparison_names_the_saved_rankers_it_ran_with_by_their_training_data(tmp_path):
+    import json
+
+    from recommender.compare.run import saved_ranker_hashes
+    (tmp_path / "rankers" / "lgbm").mkdir(parents=True)
+    (tmp_path / "rankers" / "lgbm" / "meta.json").write_text(json.dumps({"data_hash": "9eb07d1c9b5f3977"}))
+    assert saved_ranker_hashes(tmp_path, ("lgbm", "random@1", "fixed-tiles")) == {"lgbm": "9eb07d1c9b5f3977"}

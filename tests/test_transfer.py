@@ -441,7 +441,8 @@ def test_compare_runs_every_method_on_an_onnx_model_in_one_run(bank_and_onnx, tm
     m = data["methods"]
     assert {"lgbm-k1", "lgbm-k2", "random-k1", "random-k2", "exhaustive", "untuned", "metaschedule",
             "onnxruntime"} <= set(m)
-    assert json.loads((out / "compare.json").read_text())["methods"].keys() == m.keys()
+    saved = json.loads((out / "compare.json").read_text())
+    assert saved["methods"].keys() == m.keys() and set(saved["rankers"]) == {"lgbm"}
     k1 = m["lgbm-k1"]["measurements"]  # one per kernel with a candidate
     assert 1 <= k1 < m["lgbm-k2"]["measurements"] <= 2 * k1 and m["exhaustive"]["measurements"] >= k1
     # the budget bounds every selector; the fixed tiles alone measure the rule's fixed tiles at most

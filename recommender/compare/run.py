@@ -103,6 +103,16 @@ class Comparison:
         atomic_write_json(str(self.path), self.data)
 
 
+def saved_ranker_hashes(recommender_dir: Path, selectors: tuple[str, ...]) -> dict[str, str]:
+    """The training-data hash of each saved ranker among `selectors` (which rankers a comparison ran with)."""
+    out = {}
+    for name in selectors:
+        meta = Path(recommender_dir) / "rankers" / name / "meta.json"
+        if meta.exists():
+            out[name] = read_json(meta).get("data_hash", "")
+    return out
+
+
 def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path, out_dir: Path,
             budgets: tuple[int, ...] = (1, 2, 3, 5), selectors: tuple[str, ...] = ("lgbm", "random"),
             top_n: int = 3, cap: int | None = 48, exclude_models: tuple[str, ...] = (),
@@ -131,7 +141,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
     cmp = Comparison(out_dir, {"model": name, "spec": spec, "target_key": target.key, "target": target.config,
                                "threads": int(target.config.get("num-cores", 1)), "bank": display_path(bank_dir),
                                "bank_models": mr.index.models, "excluded_models": list(mr.exclude),
-                               "recommender": display_path(recommender_dir), "budgets": list(budgets),
+                               "recommender": display_path(recommender_dir),
+                               "rankers": saved_ranker_hashes(recommender_dir, selectors), "budgets": list(budgets),
                                "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples,
                                         "tune_missing": tune_missing, "rule_space": rule_space},
                                "date": time.strftime("%Y-%m-%d")})
