@@ -130,10 +130,12 @@ def seed_model(spec: str, target: TargetSpec, bank_dir: Path, extra_trials: int 
         t_model = time.time()
         with Measurer(target.config, settings) as measurer:
             bar = tqdm(m.todo, desc=f"seed {m.name}", unit="kernel", file=sys.stderr)
+            measured = False
             for k in bar:
-                entry = plan["kernels"][k.name]
-                if entry["status"] == "done":
+                entry = plan["kernels"].get(k.name)
+                if entry is None or entry["status"] == "done":
                     continue
+                measured = True
                 wait_while_paused(bank_dir, log)
                 _seed_kernel(m, k, entry, rules.get(k.name, []))
                 n, _, _ = kernel_records(m.db, k.mod)
@@ -148,8 +150,9 @@ def seed_model(spec: str, target: TargetSpec, bank_dir: Path, extra_trials: int 
                 entry.update(status="done", best_after_s=best)
                 m.file_kernel(k)  # records, then the meta with this entry
             bar.close()
-        plan["seconds"] = round(plan.get("seconds", 0.0) + time.time() - t_model, 1)
-        write_meta(m.folder, m.meta)
+        if measured:
+            plan["seconds"] = round(plan.get("seconds", 0.0) + time.time() - t_model, 1)
+            write_meta(m.folder, m.meta)
     refresh_after_add(bank_dir, log=log)
     return plan
 
