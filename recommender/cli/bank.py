@@ -13,11 +13,9 @@ from .output import own_folder, print_table
 def cmd_bank_tune(args: argparse.Namespace) -> int:
     """Tune models into the bank with MetaSchedule through the schedrec measurer (resumable)."""
     from ..bank.tune import tune_model
-    from ..measure import MeasureSettings
     from ..target.spec import parse_target
     target = parse_target(args.target)
-    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
-                               build_workers=args.build_workers, fast_math=not args.exact_math)
+    settings = _settings(args)
     bank_dir = own_folder(args, target.key, "reference" if args.reference else "bank")
     specs = options.names_list(args.models)
     if not specs:
@@ -41,11 +39,9 @@ def cmd_bank_seed(args: argparse.Namespace) -> int:
     time and planned before any search (resumable; records are only added)."""
     from ..bank.seed import seed_model
     from ..bank.store import bank_models, read_meta
-    from ..measure import MeasureSettings
     from ..target.spec import parse_target
     target = parse_target(args.target)
-    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
-                               build_workers=args.build_workers, fast_math=not args.exact_math)
+    settings = _settings(args)
     bank_dir = own_folder(args, target.key, "bank")
     held = [p.name for p in bank_models(bank_dir)]
     names = list(options.names_list(args.models)) or held
@@ -151,17 +147,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--reference", action="store_true",
                     help="write to models/<target-key>/reference (long 'full tuning' runs) instead of the bank")
     bt.add_argument("--trials-per-task", type=options.positive_int, default=64, help="measured trials per kernel (64)")
-    bt.add_argument("--trials-per-iter", type=options.positive_int, default=32,
-                    help="candidates per evolutionary-search round (32)")
-    bt.add_argument("--population-size", type=options.positive_int, default=256,
-                    help="evolutionary-search population: schedules sampled and evolved per round (256)")
     bt.add_argument("--min-share", type=options.share, default=0.01,
                     help="tune kernels holding at least this share of the model's FLOPs (0.01)")
-    options.runner(bt)
-    options.repeat(bt)
-    bt.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
-    bt.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
-    options.exact_math(bt)
+    _search_options(bt)
     options.cluster(bt, "tune each kernel")
     bt.set_defaults(func=cmd_bank_tune)
 
@@ -174,15 +162,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(128: with the bank's 64, three times the first tuning)")
     bs.add_argument("--space", metavar="DIR",
                     help="the rule-space matrix whose rule instances seed the search (default: <bank>/../space)")
-    bs.add_argument("--trials-per-iter", type=options.positive_int, default=32,
-                    help="candidates per evolutionary-search round (32)")
-    bs.add_argument("--population-size", type=options.positive_int, default=256,
-                    help="evolutionary-search population: schedules sampled and evolved per round (256)")
-    options.runner(bs)
-    options.repeat(bs)
-    bs.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
-    bs.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
-    options.exact_math(bs)
+    _search_options(bs)
     bs.set_defaults(func=cmd_bank_seed)
 
     bi = bsub.add_parser("import", help=cmd_bank_import.__doc__, description=cmd_bank_import.__doc__)
@@ -214,3 +194,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     bx.add_argument("--rebuild", action="store_true",
                     help="read every model folder again instead of only those changed since the index was written")
     bx.set_defaults(func=cmd_bank_index)
+
+
+def _search_options(p: argparse.ArgumentParser) -> None:
+    """The evolutionary search's and the measurer's options of `bank tune` and `bank seed`."""
+    p.add_argument("--trials-per-iter", type=options.positive_int, default=32,
+                   help="candidates per evolutionary-search round (32)")
+    p.add_argument("--population-size", type=options.positive_int, default=256,
+                   help="evolutionary-search population: schedules sampled and evolved per round (256)")
+    options.runner(p)
+    options.repeat(p)
+    p.add_argument("--min-repeat-ms", type=options.positive_int, default=4, help="minimum length of one repeat (4)")
+    p.add_argument("--build-workers", type=options.positive_int, default=2, help="parallel build workers (2)")
+    options.exact_math(p)
+
+
+def _settings(args: argparse.Namespace) -> object:
+    """The measurer settings of `_search_options`."""
+    from ..measure import MeasureSettings
+    return MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, runner=args.runner,
+                           build_workers=args.build_workers, fast_math=not args.exact_math)
