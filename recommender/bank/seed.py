@@ -31,7 +31,7 @@ from ..measure.host_lock import exclusive
 from ..target.spec import TargetSpec
 from .index import refresh_after_add
 from .store import pack, wait_while_paused, write_meta
-from .tune import OpenModel, kernel_records, opened_model, search_kernel
+from .tune import OpenModel, kernel_records, opened_model, record_seconds, search_kernel
 
 MIN_TRIALS = 8  # a kernel's smallest share of the extra trials: one short round of the search
 
@@ -81,10 +81,10 @@ def commit_rule_instances(m: OpenModel, kernel: Kernel, rows: list[CandidateRow]
         except ReplayFailure:
             failed += 1
             continue
-        costs = list(r.costs) if r.costs else [r.latency_s]
+        costs = [float(x) for x in (r.costs or [r.latency_s])]
         commit_schedule(m.db, kernel.mod, replayed.sch, costs, m.tt)
         done += 1
-        best = r.latency_s if best is None else min(best, r.latency_s)
+        best = record_seconds(costs) if best is None else min(best, record_seconds(costs))
     return done, failed, best
 
 
@@ -169,7 +169,8 @@ def _seed_kernel(m: OpenModel, kernel: Kernel, entry: dict, rows: list[Candidate
     n_now, _, _ = kernel_records(m.db, kernel.mod)
     if n_now > entry["records_before"]:  # packed by the stopped run: already committed
         entry.update(rule_records=n_now - entry["records_before"], rule_failed=None,
-                     best_rule_s=min((r.latency_s for r in rows), default=None))
+                     best_rule_s=min((record_seconds([float(x) for x in (r.costs or [r.latency_s])]) for r in rows),
+                                     default=None))
     else:
         done, failed, best = commit_rule_instances(m, kernel, rows)
         entry.update(rule_records=done, rule_failed=failed, best_rule_s=best)
