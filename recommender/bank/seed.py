@@ -67,22 +67,25 @@ def rule_rows(space_dir: Path, model: str) -> dict[str, list[CandidateRow]]:
     return out
 
 
-def commit_rule_instances(m: OpenModel, kernel: Kernel, rows: list[CandidateRow]) -> tuple[int, int, float | None]:
-    """Replay each rule row's trace onto the kernel and commit it with its measured costs; (committed, failed to
-    replay, best median seconds committed)."""
-    from ..transfer.database import commit_schedule
-    from ..transfer.replay import ReplayFailure, postprocs_for, replay_trace
-    postprocs = postprocs_for(kernel.mod, m.tt)
+def commit_rule_instances(m: OpenModel, kernel: Kernel, rows: list[CandidateRow],
+                          target: dict) -> tuple[int, int, float | None]:
+    """Commit each rule row's trace (measured on this very kernel) with its measured costs, as `bank add-run`
+    files a run's candidates; (committed, refused as malformed, best latency committed)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from featurize.trace_schema import MalformedTrace, check_trace
+    workload = m.db.commit_workload(kernel.mod)
     done = failed = 0
     best = None
     for r in rows:
         try:
-            replayed = replay_trace(r.trace, kernel.mod, kernel.mod, m.tt, postprocs)
-        except ReplayFailure:
+            check_trace(r.trace)
+        except MalformedTrace:
             failed += 1
             continue
         costs = [float(x) for x in (r.costs or [r.latency_s])]
-        commit_schedule(m.db, kernel.mod, replayed.sch, costs, m.tt)
+        args_info = [["TENSOR", dtype, list(shape)] for shape, dtype in r.target_args]
+        m.db.commit_tuning_record(ms.database.TuningRecord.from_json([r.trace, costs, target, args_info], workload))
         done += 1
         best = record_seconds(costs) if best is None else min(best, record_seconds(costs))
     return done, failed, best
@@ -137,7 +140,7 @@ def seed_model(spec: str, target: TargetSpec, bank_dir: Path, extra_trials: int 
                     continue
                 measured = True
                 wait_while_paused(bank_dir, log)
-                _seed_kernel(m, k, entry, rules.get(k.name, []))
+                _seed_kernel(m, k, entry, rules.get(k.name, []), target.config)
                 n, _, _ = kernel_records(m.db, k.mod)
                 remaining = entry["trials"] - (n - entry["records_before"] - entry["rule_records"])
                 bar.set_postfix_str(f"{k.name[:40]} {remaining} trials")
@@ -157,7 +160,7 @@ def seed_model(spec: str, target: TargetSpec, bank_dir: Path, extra_trials: int 
     return plan
 
 
-def _seed_kernel(m: OpenModel, kernel: Kernel, entry: dict, rows: list[CandidateRow]) -> None:
+def _seed_kernel(m: OpenModel, kernel: Kernel, entry: dict, rows: list[CandidateRow], target: dict) -> None:
     """Commit the kernel's rule instances once: the count before is filed first, so a run stopped between the
     commit and the meta's write finds the records it packed and does not commit them twice."""
     if "rule_records" in entry:
@@ -172,7 +175,7 @@ def _seed_kernel(m: OpenModel, kernel: Kernel, entry: dict, rows: list[Candidate
                      best_rule_s=min((record_seconds([float(x) for x in (r.costs or [r.latency_s])]) for r in rows),
                                      default=None))
     else:
-        done, failed, best = commit_rule_instances(m, kernel, rows)
+        done, failed, best = commit_rule_instances(m, kernel, rows, target)
         entry.update(rule_records=done, rule_failed=failed, best_rule_s=best)
         pack(m.work, m.folder)
     write_meta(m.folder, m.meta)
