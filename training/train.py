@@ -250,7 +250,8 @@ def heldout_scores(data: TargetData, names: list[str], log: Callable[[str], None
     for name in names:
         if name == "xgb_per_store":
             continue  # no PerStoreFeature vectors for held-out replays
-        key = entry_key("heldout", name, None, ",".join(out["models"]))
+        # the held-out replays are not in the store's digest: their own digest is in the key
+        key = entry_key("heldout", name, None, ",".join(out["models"]) + " " + rows_digest(rows))
         kept = store.get(key) if store is not None else None
         if kept is not None:
             outcomes = kept["outcomes"]
