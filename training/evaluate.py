@@ -102,7 +102,8 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     seconds: dict[str, float] = {n: 0.0 for n in names}
     for model in models:
-        keys = {n: entry_key(f"{run} {train_fraction} {seed}", n, (params or {}).get(n), model) for n in names}
+        keys = {n: entry_key(f"{run} {train_fraction} {seed}", n, _set_params(n, (params or {}).get(n)), model)
+                for n in names}
         plain, held_out = leave_model_out(rows, model)
         test = ranking_set(held_out)
         more = plain + leave_model_out(list(extra), model)[0]
@@ -133,6 +134,14 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
         pooled = summarize_outcomes([x for o in outcomes[name].values() for x in o])
         result["rankers"][name] = {"pooled": pooled, "models": per_model, "seconds": round(seconds[name], 2)}
     return result
+
+
+def _set_params(name: str, params: dict | None) -> dict:
+    """`params` without those equal to the ranker's defaults: a fit under seed 0 is the main pass's fit, and the
+    fold store keeps it once."""
+    import inspect
+    defaults = {k: p.default for k, p in inspect.signature(ranker_class(name).__init__).parameters.items()}
+    return {k: v for k, v in (params or {}).items() if k not in defaults or defaults[k] != v}
 
 
 def _training_set(rows: list[CandidateRow], fraction: float, seed: int) -> RankingSet:
