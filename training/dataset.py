@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,11 +60,18 @@ class RankingSet:
 
     def digest(self) -> str:
         """A hash of what the set holds (candidates and their outcomes): saved rankers carry it."""
-        h = hashlib.sha256()
-        for g in self.groups:
-            for r in g.rows:
-                h.update(repr((r.key, r.status, r.latency_s)).encode())
-        return h.hexdigest()[:16]
+        return rows_digest(r for g in self.groups for r in g.rows)
+
+
+def rows_digest(rows: Iterable[CandidateRow], files: Iterable[Path] = ()) -> str:
+    """A hash of measured rows (key, status, latency) and of the bytes of those `files` that exist."""
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(repr((r.key, r.status, r.latency_s)).encode())
+    for f in files:
+        if Path(f).exists():
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def read_matrix(matrix_dir: Path) -> list[CandidateRow]:

@@ -92,17 +92,17 @@ def leave_one_model_out(rows: list[CandidateRow], table: FeatureTable, names: li
                         models: list[str] | None = None, params: dict[str, dict] | None = None,
                         train_fraction: float = 1.0, seed: int = 0, extra: list[CandidateRow] = (),
                         log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
-                        store: FoldStore | None = None, run: str = "lomo") -> dict:
+                        store: FoldStore | None = None) -> dict:
     """Per-model and pooled figures of every ranker in `names`; `train_fraction` < 1 keeps a random share
     of the training kernels (the learning curve); `extra` rows (e.g. the bank's own tuning records) join
     the training data of every fold whose held-out model they do not belong to. With `store`, each fold's
-    outcomes are saved as it finishes and a fold already there (same `run` tag, ranker, parameters and
-    held-out model) is not fitted again."""
+    outcomes are saved as it finishes and a fold already there (same training share, seed, ranker, parameters
+    and held-out model) is not fitted again."""
     models = models or sorted({r.target_model for r in rows})
     outcomes: dict[str, dict[str, list]] = {n: {} for n in names}
     seconds: dict[str, float] = {n: 0.0 for n in names}
     for model in models:
-        keys = {n: entry_key(f"{run} {train_fraction} {seed}", n, _set_params(n, (params or {}).get(n)), model)
+        keys = {n: entry_key(f"lomo {train_fraction} {seed}", n, _set_params(n, (params or {}).get(n)), model)
                 for n in names}
         plain, held_out = leave_model_out(rows, model)
         test = ranking_set(held_out)

@@ -7,30 +7,17 @@ result. Outcomes read back are the ones a fresh run computes, so a resumed evalu
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
-from typing import Iterable
 
 from recommender.core.fileio import atomic_write_json
 
 PARTIAL_FILE = "evaluation.partial.json"
 
 
-def rows_digest(rows: Iterable, files: Iterable[Path] = ()) -> str:
-    """A hash of the measured rows (key, status, latency) and of the bytes of `files` that exist."""
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(repr((r.key, r.status, r.latency_s)).encode())
-    for f in files:
-        if Path(f).exists():
-            h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
-
-
 def entry_key(run: str, name: str, params: dict | None, model: str) -> str:
-    """The key of one fit: the pass it belongs to (e.g. `lomo`, `seed 5`), the ranker, its parameters, the
-    held-out model."""
+    """The key of one fit: the pass it belongs to (`lomo <train share> <seed>`, `heldout`), the ranker, its
+    parameters (a seed-spread pass differs by them), the held-out model(s)."""
     return json.dumps([run, name, params or {}, model], sort_keys=True, default=str)
 
 

@@ -23,9 +23,9 @@ from recommender.core.errors import BankError
 from recommender.core.fileio import atomic_write_json, display_path
 from recommender.core.rows import CandidateRow, key_from_json
 
-from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, trainable
+from .dataset import RankingSet, bank_record_rows, ranking_set, read_target_matrix, rows_digest, trainable
 from .evaluate import FeatureTable, fit_ranker, leave_one_model_out, predict
-from .fold_store import PARTIAL_FILE, FoldStore, entry_key, rows_digest
+from .fold_store import PARTIAL_FILE, FoldStore, entry_key
 from .metrics import score_groups, summarize_outcomes
 from .noise_ceiling import ceiling_file
 from .registry import ranker_class

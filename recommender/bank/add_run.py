@@ -51,6 +51,17 @@ def held_out_names(target_dir: Path) -> set[str]:
     return names
 
 
+def row_record(row: CandidateRow, target: dict) -> list:
+    """A measured row as a tuning record's JSON value (trace, run seconds, target, argument info), after its trace
+    is checked (BankError if malformed): what `bank add-run` files, and `bank seed` for rule instances."""
+    try:
+        check_trace(row.trace)
+    except MalformedTrace as err:
+        raise BankError(f"kernel {row.target_kernel}: a candidate's trace is malformed: {err}") from None
+    args_info = [["TENSOR", dtype, list(shape)] for shape, dtype in row.target_args]
+    return [row.trace, list(row.costs or [row.latency_s]), target, args_info]
+
+
 def run_records(rows: list[CandidateRow], target: dict) -> tuple[list, list, dict]:
     """(workload JSON values, record JSON values, kernels of meta.json) from a run's rows: every kernel whose
     default was measured and its valid measured candidates."""
@@ -65,15 +76,9 @@ def run_records(rows: list[CandidateRow], target: dict) -> tuple[list, list, dic
         good = [r for r in rs if not r.is_default and r.status == OK and r.latency_s and r.trace and r.costs]
         if not good:
             continue
-        args_info = [["TENSOR", dtype, list(shape)] for shape, dtype in default.target_args]
         wi = len(workloads)
         workloads.append(default.workload)
-        for r in good:
-            try:
-                check_trace(r.trace)
-            except MalformedTrace as err:
-                raise BankError(f"kernel {name}: a candidate's trace is malformed: {err}") from None
-            records.append([wi, [r.trace, list(r.costs), target, args_info]])
+        records += [[wi, row_record(r, target)] for r in good]
         kernels[name] = {"name": name, "weight": default.weight, "flops": default.flops,
                          "kind": default.class_key.split("/")[0], "class_key": default.class_key,
                          "args": [{"shape": list(s), "dtype": d} for s, d in default.target_args],

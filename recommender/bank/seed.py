@@ -29,6 +29,7 @@ from ..frontend.kernels import Kernel
 from ..measure import MeasureSettings, Measurer
 from ..measure.host_lock import exclusive
 from ..target.spec import TargetSpec
+from .add_run import row_record
 from .index import refresh_after_add
 from .store import pack, wait_while_paused, write_meta
 from .tune import OpenModel, kernel_records, opened_model, record_seconds, search_kernel
@@ -72,22 +73,19 @@ def commit_rule_instances(m: OpenModel, kernel: Kernel, rows: list[CandidateRow]
     """Commit each rule row's trace (measured on this very kernel) with its measured costs, as `bank add-run`
     files a run's candidates; (committed, refused as malformed, best latency committed)."""
     from tvm.s_tir import meta_schedule as ms
-
-    from featurize.trace_schema import MalformedTrace, check_trace
     workload = m.db.commit_workload(kernel.mod)
     done = failed = 0
     best = None
     for r in rows:
         try:
-            check_trace(r.trace)
-        except MalformedTrace:
+            record = row_record(r, target)
+        except BankError:
             failed += 1
             continue
-        costs = [float(x) for x in (r.costs or [r.latency_s])]
-        args_info = [["TENSOR", dtype, list(shape)] for shape, dtype in r.target_args]
-        m.db.commit_tuning_record(ms.database.TuningRecord.from_json([r.trace, costs, target, args_info], workload))
+        m.db.commit_tuning_record(ms.database.TuningRecord.from_json(record, workload))
         done += 1
-        best = record_seconds(costs) if best is None else min(best, record_seconds(costs))
+        seconds = record_seconds(record[1])
+        best = seconds if best is None else min(best, seconds)
     return done, failed, best
 
 
@@ -172,7 +170,7 @@ def _seed_kernel(m: OpenModel, kernel: Kernel, entry: dict, rows: list[Candidate
     n_now, _, _ = kernel_records(m.db, kernel.mod)
     if n_now > entry["records_before"]:  # packed by the stopped run: already committed
         entry.update(rule_records=n_now - entry["records_before"], rule_failed=None,
-                     best_rule_s=min((record_seconds([float(x) for x in (r.costs or [r.latency_s])]) for r in rows),
+                     best_rule_s=min((record_seconds(list(r.costs or [r.latency_s])) for r in rows),
                                      default=None))
     else:
         done, failed, best = commit_rule_instances(m, kernel, rows, target)

@@ -51,8 +51,8 @@ def cmd_bank_seed(args: argparse.Namespace) -> int:
     for name in names:
         meta = read_meta(bank_dir / name)
         if not meta.get("spec") or str(meta["spec"]).startswith("import:"):
-            raise SchedrecError(f"{name} was imported from a MetaSchedule work dir: seeding re-imports the model, "
-                                f"and its meta.json names no model spec")
+            raise SchedrecError(f"{name}: its meta.json names no model spec to import (imported from a work dir, "
+                                f"or filed from a run that recorded none); seeding re-imports the model")
         plan = seed_model(meta["spec"], target, bank_dir, args.extra_trials, Path(args.space) if args.space else None,
                           settings, args.trials_per_iter, args.population_size,
                           min_share=float(meta.get("min_flop_share", 0.01)))
