@@ -2,10 +2,12 @@
 wall time and its seconds per kernel (replay, build, run, as the default rows record them) each way, and
 whether the rows agree (same candidates and statuses in the same order).
 
-    python benchmarks/cluster_overhead.py --bank DIR [--models a,b] [--cap 2] [--repeat 2] [--clusters local:1,local:2]
+    python benchmarks/cluster_overhead.py --bank DIR [--models a,b] [--cap 2] [--repeat 2] [--rule-space N]
+        [--clusters local:1,local:2] [--name cluster_overhead]
 
-The bank needs 2 or more models (e.g. the test suite's two small CNNs). The local run goes first and again
-last, so that the machine's drift shows. Writes benchmarks/results/<target-key>/cluster_overhead.json.
+The bank needs 2 or more models (e.g. the test suite's two small CNNs, or a shipped bank with `--models` naming
+two of its models: their kernels are measured against every other model's donors). The local run goes first and
+again last, so that the machine's drift shows. Writes benchmarks/results/<target-key>/<name>.json.
 Keep the machine otherwise idle.
 """
 from __future__ import annotations
@@ -54,11 +56,14 @@ def main() -> None:
     p.add_argument("--models", default="")
     p.add_argument("--cap", default="2")
     p.add_argument("--repeat", default="2")
+    p.add_argument("--rule-space", default="0", help="matrix --rule-space: rule instances per kernel (0: none)")
     p.add_argument("--clusters", default="local:1,local:2")
+    p.add_argument("--name", default="cluster_overhead", help="the results file's name, without .json")
     args = p.parse_args()
     from recommender.target.spec import native_target
     target = native_target()
-    extra = ["--cap", args.cap, "--repeat", args.repeat] + (["--models", args.models] if args.models else [])
+    extra = (["--cap", args.cap, "--repeat", args.repeat] + (["--models", args.models] if args.models else [])
+             + (["--rule-space", args.rule_space] if int(args.rule_space) else []))
     ways = ["local", *[c for c in args.clusters.split(",") if c], "local"]
     runs = []
     with tempfile.TemporaryDirectory(prefix="cluster-overhead-") as tmp:
@@ -73,7 +78,7 @@ def main() -> None:
         r["over_local"] = round(r["wall_s"] / local_wall, 2)
     result = {**run_header(target), "bank": display_path(args.bank), "args": extra, "runs": runs,
               "local_wall_s_mean": round(local_wall, 1)}
-    path = results_dir(target.key) / "cluster_overhead.json"
+    path = results_dir(target.key) / f"{args.name}.json"
     atomic_write_json(str(path), result)
     for r in runs:
         print(f"{r['way']:>10}: {r['wall_s']:6.1f} s ({r['over_local']:.2f}x local), per kernel "

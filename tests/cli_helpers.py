@@ -15,6 +15,22 @@ def run_cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
                           timeout=600, preexec_fn=preexec, cwd=ROOT)
 
 
+def run_main(*args: str) -> subprocess.CompletedProcess:
+    """`schedrec ARGS` in this process (no interpreter and import to pay for), as `run_cli` reports it: its exit
+    code and what it printed on stdout and stderr."""
+    import contextlib
+    import io
+
+    from recommender.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse refuses bad arguments by exiting
+            code = stop.code if isinstance(stop.code, int) else 2
+    return subprocess.CompletedProcess(["schedrec", *args], code, out.getvalue(), err.getvalue())
+
+
 def main_printing(*argv: str) -> tuple[int, str]:
     """`schedrec ARGS` in this process: its exit code and what it printed on stdout."""
     import contextlib

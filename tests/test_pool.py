@@ -75,6 +75,21 @@ def test_a_worker_closed_in_the_middle_of_a_request_is_stopped_not_kept(no_idle,
     handle.close()
 
 
+def test_a_worker_that_closes_its_pipe_and_is_slow_to_exit_costs_its_request_not_the_run(no_idle):
+    """A timing worker holding a whole model's buffers closed its pipe and took over 5 s to exit: the run ended
+    with an internal error (subprocess.TimeoutExpired). Now the request fails as a crash and the worker is killed."""
+    import time
+    handle = WorkerHandle("a")
+    _pid_after_ping(handle)
+    proc = handle._proc
+    t0 = time.monotonic()
+    with pytest.raises(pool.WorkerCrash, match="worker died"):
+        handle.call("linger", {"seconds": 30}, 60)
+    assert time.monotonic() - t0 < 20 and proc.poll() is not None  # killed, not waited for
+    assert _pid_after_ping(handle) != proc.pid  # the next request gets a fresh worker
+    handle.close()
+
+
 def _call_keeping_the_error(handle: WorkerHandle, raised: list[Exception]) -> None:
     try:
         handle.call("call", {"function": "recommender.measure.worker:hang", "kwargs": {"seconds": 5}}, 60)

@@ -10,7 +10,7 @@ import pytest
 from recommender.core.rows import CandidateRow
 from recommender.core.row_files import write_rows
 
-from .cli_helpers import assert_one_line_error, run_cli
+from .cli_helpers import assert_one_line_error, run_main
 from .test_featurize import ARGS, MATMUL_TRACE
 
 MODELS = ("alpha", "beta", "gamma")
@@ -55,13 +55,13 @@ def target_root(tmp_path, monkeypatch):
 
 
 def test_train_saves_rankers_and_evaluate_scores_them(target_root):
-    r = run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
+    r = run_main("train", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
     assert r.returncode == 0, r.stderr
     meta = json.loads((target_root / "rankers" / "lgbm" / "meta.json").read_text())
     assert meta["ranker"] == "lgbm" and meta["kernels"] == 12 and meta["candidates"] == 96
     assert meta["feature_version"].startswith("schema") and meta["data_hash"] and meta["models"] == list(MODELS)
     assert (target_root / "rankers" / "lgbm" / "model0.txt.gz").exists()
-    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic,random", "--learning-curve", "0.5,1")
+    r = run_main("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic,random", "--learning-curve", "0.5,1")
     assert r.returncode == 0, r.stderr
     assert "Leave-one-model-out" in r.stdout and "| lgbm | 12 |" in r.stdout
     ev = json.loads((target_root / "rankers" / "evaluation.json").read_text())
@@ -72,26 +72,26 @@ def test_train_saves_rankers_and_evaluate_scores_them(target_root):
     card = (target_root / "card.md").read_text()
     assert card.startswith("# fx-key") and card.count("## Rankers") == 1 and "| lgbm | 12 |" in card
     assert not card.endswith("\n\n")  # one newline at the end, as scripts/make_card.py ends it
-    run_cli("evaluate", "--target-key", "fx-key", "--ranker", "random")  # a second run replaces the section
+    run_main("evaluate", "--target-key", "fx-key", "--ranker", "random")  # a second run replaces the section
     assert (target_root / "card.md").read_text().count("## Rankers") == 1
 
 
 def test_train_and_evaluate_refuse_bad_input_in_one_line(target_root):
-    code_err = run_cli("train", "--target-key", "no-such-key")
+    code_err = run_main("train", "--target-key", "no-such-key")
     assert_one_line_error(code_err.returncode, code_err.stderr, "no transfer matrix for target no-such-key")
-    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "gbdt")
+    r = run_main("evaluate", "--target-key", "fx-key", "--ranker", "gbdt")
     assert r.returncode == 2 and "unknown ranker gbdt" in r.stderr
-    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "xgb_per_store")
+    r = run_main("evaluate", "--target-key", "fx-key", "--ranker", "xgb_per_store")
     assert_one_line_error(r.returncode, r.stderr, "no PerStoreFeature vectors")
     path = target_root / "transfer" / "beta.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"target_model": "beta"}\n'))
-    r = run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm")
+    r = run_main("train", "--target-key", "fx-key", "--ranker", "lgbm")
     assert_one_line_error(r.returncode, r.stderr, "beta.jsonl.gz")
 
 
 def test_a_saved_ranker_of_another_feature_version_is_refused(target_root):
     from training.rankers import LGBMRanker, RankerError
-    assert run_cli("train", "--target-key", "fx-key", "--ranker", "lgbm").returncode == 0
+    assert run_main("train", "--target-key", "fx-key", "--ranker", "lgbm").returncode == 0
     meta_path = target_root / "rankers" / "lgbm" / "meta.json"
     meta = json.loads(meta_path.read_text())
     with pytest.raises(RankerError, match="train it again"):
@@ -159,7 +159,7 @@ def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_roo
                              "latency_s": 1e-5, "costs": (1e-5,), "source_kernel": r.target_kernel})
              for r in rows if r.match == "class" and r.source_rank == 0 and r.source_kernel == "k0"]
     write_rows(target_root / "heldout" / "delta" / "candidates.jsonl.gz", rows + tiles)
-    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
+    r = run_main("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,heuristic")
     assert r.returncode == 0, r.stderr
     held = json.loads((target_root / "rankers" / "evaluation.json").read_text())["heldout"]
     assert held["models"] == ["delta"] and held["candidates"] == "donors"
@@ -170,7 +170,7 @@ def test_held_out_replays_are_scored_over_their_donor_candidates_only(target_roo
 
 def test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds(target_root):
     args = ("evaluate", "--target-key", "fx-key", "--ranker", "lgbm,random", "--seeds", "0,5,10")
-    r = run_cli(*args)
+    r = run_main(*args)
     assert r.returncode == 0, r.stderr
     path = target_root / "rankers" / "evaluation.json"
     first = path.read_bytes()
@@ -190,11 +190,11 @@ def test_evaluate_writes_the_same_bytes_twice_with_the_spread_over_seeds(target_
     assert len({v["top1"] for v in spread["rankers"]["random"]["per_seed"].values()}) > 1
     card = (target_root / "card.md").read_text()
     assert "refitted with seeds 0, 5, 10" in card and f"{spread['rankers']['lgbm']['top1']['mean']:.3f} (" in card
-    assert run_cli(*args).returncode == 0
+    assert run_main(*args).returncode == 0
     assert path.read_bytes() == first  # a rerun on the same data writes the same bytes
-    r = run_cli("evaluate", "--target-key", "fx-key", "--ranker", "random", "--seeds", "none")
+    r = run_main("evaluate", "--target-key", "fx-key", "--ranker", "random", "--seeds", "none")
     assert r.returncode == 0 and "seed_spread" not in json.loads(path.read_text())
-    r = run_cli("evaluate", "--target-key", "fx-key", "--seeds", "1,x")
+    r = run_main("evaluate", "--target-key", "fx-key", "--seeds", "1,x")
     assert r.returncode == 2 and "comma-separated integers" in r.stderr
 
 
@@ -249,14 +249,14 @@ def test_the_card_says_when_its_evaluation_is_of_other_data_than_the_saved_ranke
     describe the saved rankers, until evaluate runs on the current rows."""
     from recommender.core.row_files import read_rows
     card = target_root / "card.md"
-    assert run_cli("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
-    assert run_cli("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
+    assert run_main("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
+    assert run_main("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
     assert "This evaluation is of other data" not in card.read_text()
     path = target_root / "transfer" / "beta.jsonl.gz"
     rows = read_rows(path)
     write_rows(path, rows + [CandidateRow(**{**rows[1].__dict__, "source_rank": 7, "latency_s": 5e-4})])
-    assert run_cli("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
+    assert run_main("train", "--target-key", "fx-key", "--ranker", "heuristic").returncode == 0
     text = card.read_text()
     assert "This evaluation is of other data than the saved heuristic" in text and "schedrec evaluate" in text
-    assert run_cli("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
+    assert run_main("evaluate", "--target-key", "fx-key", "--ranker", "heuristic", "--seeds", "none").returncode == 0
     assert "This evaluation is of other data" not in card.read_text()

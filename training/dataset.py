@@ -55,6 +55,14 @@ class RankingSet:
     def relevance(self) -> np.ndarray:
         return np.concatenate([g.relevance() for g in self.groups]) if self.groups else np.zeros(0)
 
+    def time_weights(self) -> np.ndarray:
+        """Each group's time as the top-k score weighs it: kernel weight x fastest valid latency (seconds), the
+        default's latency where no candidate is valid, and the smallest of the others where neither is known."""
+        t = np.asarray([g.weight * (g.best_s if g.best_s is not None else g.default_s or 0.0) for g in self.groups],
+                       dtype=np.float64)
+        known = t[t > 0]
+        return np.where(t > 0, t, known.min() if known.size else 1.0)
+
     def where(self, keep) -> "RankingSet":
         return RankingSet([g for g in self.groups if keep(g)])
 

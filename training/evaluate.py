@@ -79,7 +79,8 @@ def fit_ranker(name: str, data: RankingSet, table: FeatureTable, params: dict | 
     ranker = make_ranker(name, table.featurizer, params)
     X = table.get(ranker.feature_set, data.rows)
     return ranker.fit(X, data.relevance(), data.sizes, feature_version=table.featurizer.version,
-                      data_hash=data_hash, client=client)
+                      data_hash=data_hash, client=client,
+                      group_weight=data.time_weights() if ranker.wants_group_weight else None)
 
 
 def predict(ranker: Ranker, data: RankingSet, table: FeatureTable, validity: bool = True) -> np.ndarray:

@@ -42,6 +42,19 @@ def _take_idle(key: tuple) -> tuple[subprocess.Popen, Connection] | None:
     return None
 
 
+# a killed worker is reaped within this long (one holding gigabytes of a whole model's buffers took over 5 s to
+# exit here); past it, it is left to the system rather than failing the run
+REAP_S = 30.0
+
+
+def _reap(proc: subprocess.Popen, timeout: float) -> int | None:
+    """Its exit code once `proc` has exited within `timeout` seconds, else None."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _stop(proc: subprocess.Popen, conn: Connection) -> None:
     try:
         conn.send(("exit", {}))
@@ -50,7 +63,7 @@ def _stop(proc: subprocess.Popen, conn: Connection) -> None:
         pass
     if proc.poll() is None:
         proc.kill()
-        proc.wait(5)
+        _reap(proc, REAP_S)
     conn.close()
 
 
@@ -166,7 +179,7 @@ class WorkerHandle:
         if proc is not None:
             if proc.poll() is None:
                 proc.kill()
-            proc.wait(5)
+            _reap(proc, REAP_S)
         if conn is not None:
             conn.close()
 
@@ -200,7 +213,7 @@ class WorkerHandle:
                 try:
                     status, value = conn.recv()
                 except (EOFError, OSError) as err:
-                    code = proc.wait(5)
+                    code = _reap(proc, 5)  # its pipe closed: it is exiting (or hung on the way out: killed here)
                     self._kill(conn)
                     self.restarts += 1
                     raise WorkerCrash(f"{self.name}: worker died (exit code {code})") from err

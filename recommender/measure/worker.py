@@ -381,6 +381,11 @@ def serve(conn: object) -> None:
             return
         if op == "exit":
             return
+        if op == "linger":  # for tests: close the pipe, then take a while to exit (as one freeing gigabytes does)
+            import time
+            conn.close()
+            time.sleep(float(payload["seconds"]))
+            return
         try:
             reply = ("ok", _OPS[op](payload))
         except Exception as err:  # reported to the parent, which records the reason

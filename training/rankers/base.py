@@ -62,19 +62,34 @@ class Ranker:
     # whether `fit(..., client=...)` can fit on a Dask cluster (LightGBM's own Dask interface)
     fits_on_cluster: ClassVar[bool] = False
 
+    @property
+    def wants_group_weight(self) -> bool:
+        """Whether this ranker, with its parameters, weighs query groups (`fit(..., group_weight=...)`)."""
+        return False
+
     def get_params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}
 
     # -- the interface ----------------------------------------------------------------------------
     def fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, feature_version: str = "",
-            data_hash: str = "", init_model: "Ranker | None" = None, client: object | None = None) -> "Ranker":
+            data_hash: str = "", init_model: "Ranker | None" = None, client: object | None = None,
+            group_weight: np.ndarray | None = None) -> "Ranker":
         """Learn from (X, y, group); with `init_model` (a fitted ranker of the same class and features), go on
         from what it learned instead of starting anew (rankers with `continues_training` only); with `client`
-        (a `dask.distributed.Client`), fit on its workers (rankers with `fits_on_cluster` only)."""
+        (a `dask.distributed.Client`), fit on its workers (rankers with `fits_on_cluster` only); with
+        `group_weight` (one positive value per group), weigh the groups (rankers that `wants_group_weight`)."""
         if group is None:
             raise RankerError(f"{self.name}: a ranking fit needs `group` (candidates per target kernel)")
         X, y, group = check_ranking_data(X, y, group)
         kwargs = {}
+        if group_weight is not None:
+            if not self.wants_group_weight:
+                raise RankerError(f"{self.name} with these parameters does not weigh query groups")
+            group_weight = np.asarray(group_weight, dtype=np.float64)
+            if group_weight.shape != group.shape or not np.isfinite(group_weight).all() or (group_weight <= 0).any():
+                raise RankerError(f"group_weight must be one positive finite value per group ({group.size}), got "
+                                  f"shape {group_weight.shape}")
+            kwargs["group_weight"] = group_weight
         if client is not None:
             if not self.fits_on_cluster:
                 raise RankerError(f"{self.name} does not fit on a cluster (lgbm does)")

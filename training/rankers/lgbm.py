@@ -47,8 +47,17 @@ def group_partitions(group: np.ndarray, parts: int) -> list[int]:
     return [b - a for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def row_weights(group: np.ndarray, group_weight: np.ndarray | None, power: float) -> np.ndarray | None:
+    """Per-row LightGBM weights: each group's `group_weight` to the `power`, scaled to mean 1 over the groups,
+    repeated over its rows (LambdaRank multiplies a row's gradient and hessian by it); None for power 0."""
+    if not power or group_weight is None:
+        return None
+    w = np.power(group_weight, power)
+    return np.repeat(w / w.mean(), group)
+
+
 def _fit_on_cluster(client: object, X: np.ndarray, labels: np.ndarray, group: np.ndarray, params: dict,
-                    seed: int) -> object:
+                    seed: int, weights: np.ndarray | None = None) -> object:
     """One booster fitted with `lightgbm.DaskLGBMRanker` over the client's workers, one partition each."""
     try:
         import dask.array as da
@@ -62,8 +71,9 @@ def _fit_on_cluster(client: object, X: np.ndarray, labels: np.ndarray, group: np
     dX = da.from_array(X, chunks=(rows, X.shape[1]))
     dy = da.from_array(labels, chunks=(rows,))
     dg = da.from_array(group, chunks=(tuple(runs),))  # chunk i holds the groups of partition i
+    dw = da.from_array(weights, chunks=(rows,)) if weights is not None else None
     model = lgb.DaskLGBMRanker(client=client, **params, random_state=seed, tree_learner="data")
-    model.fit(dX, dy, group=dg)
+    model.fit(dX, dy, group=dg, sample_weight=dw)
     return model.booster_
 
 
@@ -77,7 +87,8 @@ class LGBMRanker(Ranker):
 
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
                  min_child_samples: int = 10, subsample: float = 0.8, colsample_bytree: float = 0.8,
-                 levels: int = 16, gain_power: float = 2.0, n_models: int = 5, seed: int = 0) -> None:
+                 levels: int = 16, gain_power: float = 2.0, n_models: int = 5, seed: int = 0,
+                 time_weight_power: float = 0.0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -88,9 +99,16 @@ class LGBMRanker(Ranker):
         self.gain_power = gain_power
         self.n_models = n_models
         self.seed = seed
+        # query groups weighted by (kernel weight x fastest latency)^p, the kernel's time as the top-k score
+        # weighs it (training.dataset.RankingSet.time_weights); 0: every kernel alike
+        self.time_weight_power = time_weight_power
+
+    @property
+    def wants_group_weight(self) -> bool:
+        return bool(self.time_weight_power)
 
     def _fit(self, X: np.ndarray, y: np.ndarray, group: np.ndarray, init_model: "LGBMRanker | None" = None,
-             client: object | None = None) -> None:
+             client: object | None = None, group_weight: np.ndarray | None = None) -> None:
         import lightgbm as lgb
         gain = [float((i / (self.levels - 1)) ** self.gain_power * (self.levels - 1)) for i in range(self.levels)]
         labels = graded(y, self.levels)
@@ -101,8 +119,9 @@ class LGBMRanker(Ranker):
                       num_leaves=self.num_leaves, min_child_samples=self.min_child_samples, subsample=self.subsample,
                       subsample_freq=1, colsample_bytree=self.colsample_bytree, deterministic=True,
                       force_row_wise=True, label_gain=gain, lambdarank_truncation_level=10, verbose=-1)
+        weights = row_weights(group, group_weight, self.time_weight_power)
         if client is not None:
-            self.boosters_ = [_fit_on_cluster(client, X, labels, group, params, self.seed + m)
+            self.boosters_ = [_fit_on_cluster(client, X, labels, group, params, self.seed + m, weights)
                               for m in range(self.n_models)]
             return
         self.boosters_ = []
@@ -110,7 +129,8 @@ class LGBMRanker(Ranker):
             model = lgb.LGBMRanker(**params, random_state=self.seed + m, n_jobs=FIT_THREADS)
             # continued training: booster m goes on from the initial model's booster m with n_estimators more
             # trees (the target's own groups after the shared ones: training.cross_target.adapt)
-            model.fit(X, labels, group=group, init_model=init_model.boosters_[m] if init_model else None)
+            model.fit(X, labels, group=group, sample_weight=weights,
+                      init_model=init_model.boosters_[m] if init_model else None)
             self.boosters_.append(model.booster_)
 
     def _predict(self, X: np.ndarray, group) -> np.ndarray:
