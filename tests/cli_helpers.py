@@ -32,15 +32,11 @@ def run_main(*args: str) -> subprocess.CompletedProcess:
 
 
 def main_printing(*argv: str) -> tuple[int, str]:
-    """`schedrec ARGS` in this process: its exit code and what it printed on stdout."""
-    import contextlib
-    import io
-
-    from recommender.cli import main
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = main(list(argv))
-    return code, printed.getvalue()
+    """`schedrec ARGS` in this process (`run_main`): its exit code and what it printed on stdout; what it printed on
+    stderr goes on to this process's stderr (capsys reads it)."""
+    r = run_main(*argv)
+    sys.stderr.write(r.stderr)
+    return r.returncode, r.stdout
 
 
 def still_running(pids: list[int]) -> list[int]:
