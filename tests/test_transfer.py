@@ -393,7 +393,7 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
     schedrecs = import_model(onnx_path, tt).mod  # the module schedrec built and timed for its report
     settings = MeasureSettings(repeat=7, min_repeat_ms=20)
     with Measurer(target.config, settings) as measurer:
-        for _ in range(2):  # interleaved rounds, side by side with schedrec's own build; the best median of each
+        for _ in range(4):  # interleaved rounds, side by side with schedrec's own build; the best median of each
             timed = {name: measurer.time_model_library(str(tmp_path / f"{name}.so"), inputs) for name in libs}
             timed["schedrec"] = measurer.measure_model(schedrecs, inputs, database_dir=str(out / "database"))
             for name, r in timed.items():
@@ -408,7 +408,7 @@ def test_the_database_works_with_stock_tvm_on_the_users_own_module(bank_and_onnx
     for g, f in mine.functions.items():
         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled"):
             assert any(tvm_ffi.structural_equal(f, u) for u in users), g.name_hint
-    # so the same speed, within what a 0.1 ms model's timing varies on a shared machine (CI saw 1.6x once)
+    # so the same speed, within what a 0.1 ms model's timing varies on a shared machine (CI saw 1.6x and, with two rounds, 2.1x)
     assert 0.5 < best["tuned"] / best["schedrec"] < 2.0, best
     assert best["tuned"] < best["plain"], best
     # and the report's figure, timed alone in the transfer run, is of the same order
