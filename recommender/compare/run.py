@@ -94,6 +94,8 @@ class Comparison:
         self.path = out_dir / "compare.json"
         old = read_json(self.path) if self.path.exists() else {}
         self.data = {**header, "methods": old.get("methods", {}) if old.get("spec") == header["spec"] else {}}
+        # the saved run's setup (other than its date): a rerun of the same one may finish it instead of measuring
+        self.same_setup = bool(old) and all(old.get(k) == v for k, v in header.items() if k != "date")
 
     def has(self, name: str) -> bool:
         return name in self.data["methods"]
@@ -121,6 +123,8 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
             settings: MeasureSettings | None = None, fallback_samples: int = 4, tune_missing: int = 0,
             baselines: bool = True, rule_space: int = 32, log=None) -> dict:
     """Run every method on one model and write compare.json / .md / .png under `out_dir`; returns the data.
+    A rerun of the same setup whose saved run has every method up to MetaSchedule from scratch only adds what
+    follows (`finish_stopped`: the baselines, table and plot); any other rerun measures every method again.
 
     exhaustive: "shipped" (choose from the rows of the shipped exhaustive replay of this model, time the model
     here, take its recorded search time), "measure" (measure every remaining candidate now), "auto" (shipped
@@ -146,6 +150,13 @@ def compare(spec: str, target: TargetSpec, bank_dir: Path, recommender_dir: Path
                                "pool": {"top_n": top_n, "cap": cap, "fallback_samples": fallback_samples,
                                         "tune_missing": tune_missing, "rule_space": rule_space},
                                "date": time.strftime("%Y-%m-%d")})
+    measured = [f"{s}-k{k}" for s in selectors for k in budgets] + ["untuned"] + (
+        ["exhaustive"] if exhaustive != "skip" else []) + (["metaschedule"] if scratch_cap_s != 0 else []) + (
+        ["lgbm-k3+refine"] if refine_s > 0 and "lgbm" in selectors and 3 in budgets else [])
+    if cmp.same_setup and all(cmp.has(m) for m in measured):
+        measurer.close()
+        log(f"{display_path(out_dir / 'compare.json')} holds every measured method of this setup: finishing it")
+        return finish_stopped(out_dir, baselines=baselines, log=log)
     with measurer:
         t0 = time.perf_counter()
         trials = trials_per_kernel(mr.kernels, tune_missing)
