@@ -32,6 +32,29 @@ def test_times_kernels_with_all_repeats(measurer):
     assert mm.median > add.median  # 2*64^3 flops vs 1024 adds
 
 
+def test_a_timing_whose_repeats_spread_is_timed_again_and_the_fastest_try_kept(target, monkeypatch):
+    """Repeats that spread more than MAX_SPREAD (a disturbance PSI did not see) get the timing done again, up to
+    RETRIES times; where every try spreads, the fastest is kept with its caveat. A limit of 1.0 makes every real
+    timing of more than one distinct repeat unsteady."""
+    from recommender.measure import contention
+    monkeypatch.setattr(contention, "MAX_SPREAD", 1.0)
+    from recommender.measure import measurer as measurer_module
+    monkeypatch.setattr(contention, "spoiled", lambda share: False)  # only the spread decides here
+    monkeypatch.setattr(measurer_module.parallel_probe, "slow", lambda ratio: False)
+    tries: list = []
+    with Measurer(target.config, MeasureSettings(repeat=3, min_repeat_ms=1)) as m:
+        once = m._timed_once
+        monkeypatch.setattr(m, "_timed_once", lambda *a: tries.append(once(*a)) or tries[-1])
+        r, = m.measure([as_mod(matmul64)])
+        assert r.ok and len(tries) == contention.RETRIES + 1 and m.stats["timed_again_unsteady"] == contention.RETRIES
+        assert r.kept_spoiled == "unsteady" and m.stats["kept_unsteady"] == 1 and "spread" in r.caveat
+        assert r.median == min(t.median for t in tries)
+        monkeypatch.setattr(contention, "MAX_SPREAD", 1e9)  # steady: one try
+        tries.clear()
+        r, = m.measure([as_mod(matmul64)])
+        assert r.ok and len(tries) == 1 and r.kept_spoiled is None
+
+
 def test_a_slow_kernel_gets_as_many_repeats_as_fit_in_the_timing_cap():
     assert timing_repeats(0.001, 1, 5, 0.2) == 5  # 5 ms in all: every repeat
     assert timing_repeats(0.05, 1, 5, 0.2) == 4

@@ -1,6 +1,7 @@
 """The transfer matrix: leave-one-model-out replay over a two-model bank, every candidate kept, resumable."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -277,3 +278,47 @@ def test_add_instances_measures_only_the_rule_instances_a_finished_kernel_lacks(
     assert "0 new rule instances added to 0" in capsys.readouterr().err
     assert [r.to_json() for r in read_rows(out / "wide.jsonl.gz")] == [r.to_json() for r in after]
 
+
+
+def test_a_disturbed_label_is_timed_again_beside_anchors_and_every_reader_gets_the_new_one(donor_matrix, tmp_path):
+    """A row whose repeats spread (here: made 40x slow, repeats 20-60x) is rebuilt and timed again beside the
+    kernel's steady anchors; read_matrix gives its new label, close to its neighbours' scale, and the matrix file
+    is left as it was. A rerun times nothing."""
+    from recommender.core.row_files import write_rows
+    from training.dataset import read_matrix
+    from training.relabel import RELABEL_FILE, unsteady
+
+    from .cli_helpers import load_script
+    out = _copy_of(donor_matrix, tmp_path)
+    path = out / "donor.jsonl.gz"
+    rows = read_rows(path)
+    by_kernel: dict = {}
+    for r in rows:
+        if not r.is_default and r.ok:
+            by_kernel.setdefault(r.target_kernel, []).append(r)
+    kernel, cands = max(by_kernel.items(), key=lambda kv: len(kv[1]))
+    victim = max(cands, key=lambda r: r.latency_s)
+    assert any(not unsteady(r) for r in cands if r.key != victim.key)  # an anchor
+    true_s = victim.latency_s
+    spoiled = [x * true_s for x in (20.0, 40.0, 60.0)]
+    rows = [dataclasses.replace(r, latency_s=40 * true_s, costs=tuple(spoiled)) if r.key == victim.key else r
+            for r in rows]
+    write_rows(path, rows)
+    before = path.read_bytes()
+    script = load_script("relabel_matrix")
+    script.relabel(out, "native", 1.5, None)
+    assert path.read_bytes() == before  # the matrix file untouched
+    entries = read_relabels_file(out / RELABEL_FILE)
+    mine = [e for e in entries if tuple(e["key"][:2]) == ("donor", kernel)]
+    assert mine and mine[0]["old_latency_s"] == 40 * true_s and mine[0]["anchors"] >= 1
+    new = {r.key: r for r in read_matrix(out)}[victim.key]
+    assert new.latency_s < 5 * true_s and not unsteady(new)  # timed again: of the kernel's own scale
+    assert {r.key: r for r in read_matrix(out, relabelled=False)}[victim.key].latency_s == 40 * true_s
+    n = len(entries)
+    script.relabel(out, "native", 1.5, None)  # nothing left to time
+    assert len(read_relabels_file(out / RELABEL_FILE)) == n
+
+
+def read_relabels_file(path):
+    from recommender.core.fileio import read_json_lines
+    return read_json_lines(path, what="relabel file")

@@ -20,6 +20,8 @@ from recommender.core.errors import BankError
 from recommender.core.row_files import read_rows
 from recommender.core.rows import CandidateRow
 
+from .relabel import apply_relabels, read_relabels
+
 
 @dataclass(frozen=True)
 class KernelGroup:
@@ -82,13 +84,15 @@ def rows_digest(rows: Iterable[CandidateRow], files: Iterable[Path] = ()) -> str
     return h.hexdigest()[:16]
 
 
-def read_matrix(matrix_dir: Path) -> list[CandidateRow]:
-    """Every row of a transfer matrix (one gzipped JSON-lines file per target model)."""
+def read_matrix(matrix_dir: Path, relabelled: bool = True) -> list[CandidateRow]:
+    """Every row of a transfer matrix (one gzipped JSON-lines file per target model); with `relabelled`, the rows
+    timed again because their repeats spread (`noise/relabel.jsonl.gz`, training.relabel) carry the new labels."""
     files = sorted(Path(matrix_dir).glob("*.jsonl.gz"))
     if not files:
         raise BankError(f"no transfer-matrix files (*.jsonl.gz) in {matrix_dir}: build it with "
                         f"`schedrec replay --all-pairs` first")
-    return [r for f in files for r in read_rows(f)]
+    rows = [r for f in files for r in read_rows(f)]
+    return apply_relabels(rows, read_relabels(matrix_dir)) if relabelled else rows
 
 
 def read_target_matrix(target_dir: Path) -> list[CandidateRow]:

@@ -58,3 +58,20 @@ class StallWatch:
 
 def spoiled(share: float | None) -> bool:
     return share is not None and share > MAX_STALL_SHARE
+
+
+# slowest over fastest repeat of one timing above which it was disturbed even where PSI saw no stall (another
+# VM on the host, a frequency drop): 7% of llvm-znver3-2c's rule-space matrix rows, one of them labelled 3.58 ms
+# (repeats 2.1-4.2 ms) for a schedule that runs in 0.13 ms
+MAX_SPREAD = 1.5
+
+
+def spread(costs: list[float] | tuple[float, ...]) -> float:
+    """Slowest over fastest repeat (1.0 for fewer than two)."""
+    costs = [c for c in costs if c > 0]
+    return max(costs) / min(costs) if len(costs) >= 2 else 1.0
+
+
+def unsteady(costs: list[float] | tuple[float, ...]) -> bool:
+    """Whether a timing's repeats spread more than MAX_SPREAD."""
+    return spread(costs) > MAX_SPREAD

@@ -101,6 +101,9 @@ class MeasureResult:
         if self.kept_spoiled == "contended":
             share = "" if self.stall_share is None else f" (the kept one stalled {self.stall_share:.0%} of its time)"
             why = f"another process took the CPU in every try{share}"
+        elif self.kept_spoiled == "unsteady":
+            why = (f"its repeats spread more than {contention.MAX_SPREAD}x in every try (the fastest try kept: "
+                   f"{contention.spread(self.costs):.2f}x)")
         else:
             ratio = "" if self.parallel_ratio is None else f" (parallel probe {self.parallel_ratio:.2f})"
             why = f"the timing worker's threads did not run side by side in any try{ratio}"
@@ -134,7 +137,8 @@ class Measurer:
         self._lock = threading.Lock()
         self._counter = 0
         self.stats = {"build_wall_s": 0.0, "run_wall_s": 0.0, "built": 0, "timed": 0, "timed_again_contended": 0,
-                      "kept_contended": 0, "timed_again_not_parallel": 0, "kept_not_parallel": 0}
+                      "kept_contended": 0, "timed_again_not_parallel": 0, "kept_not_parallel": 0,
+                      "timed_again_unsteady": 0, "kept_unsteady": 0}
         self._packing: dict[str, dict] = {}  # artifact path -> check_path, timing_args (worker._build)
         # the last reference kernel measured against: (its module, its build's path, build seconds)
         self._reference: tuple[object, str, float] | None = None
@@ -253,33 +257,45 @@ class Measurer:
         that another process spoiled (it stalled for a CPU, contention.py) or that ran while the worker's threads
         did not run side by side (parallel_probe.py) is timed again, up to contention.RETRIES times (a whole
         model's up to MODEL_RETRIES times, further apart: a slow stretch lasts seconds to minutes); the last is
-        kept with its stall share and probe ratio, and the first of each kind is told. Through RPC this machine's
+        kept with its stall share and probe ratio, and the first of each kind is told. So is a timing whose repeats
+        spread more than contention.MAX_SPREAD (disturbed where PSI saw nothing); of those the fastest try is kept. Through RPC this machine's
         stalls say nothing of the board's, and the board keeps no artifact for a second try: never timed again
         there, no stall share."""
         if self.rpc is not None:
             return self._timed_once(op, payload, timeout)
         retries, wait = ((MODEL_RETRIES, MODEL_RETRY_WAIT_S) if op == "time_model" else
                          (contention.RETRIES, contention.RETRY_WAIT_S))
+        unsteady: MeasureResult | None = None  # the fastest of the tries whose repeats spread (only stalls slow)
         for attempt in range(retries + 1):
             with contention.StallWatch() as watch:
                 result = self._timed_once(op, payload, timeout)
             result.stall_share = watch.share
             spoiled = contention.spoiled(watch.share)
-            if not (result.ok and (spoiled or parallel_probe.slow(result.parallel_ratio))):
+            slow = parallel_probe.slow(result.parallel_ratio)
+            if result.ok and not (spoiled or slow) and contention.unsteady(result.costs):
+                if unsteady is None or result.median < unsteady.median:
+                    unsteady = result
+                kind = "unsteady"
+            elif not (result.ok and (spoiled or slow)):
                 return result
-            kind = "contended" if spoiled else "not_parallel"
+            else:
+                kind = "contended" if spoiled else "not_parallel"
             if attempt == retries:
                 self.stats[f"kept_{kind}"] += 1
+                if kind == "unsteady":
+                    result = unsteady
                 result.kept_spoiled, result.tries = kind, attempt + 1  # reports carry its caveat
                 return result
             if not self.stats[f"timed_again_{kind}"]:
                 why = (f"another process took the CPU during a timing (stalled {watch.share:.0%} of it)" if spoiled
                        else f"the timing worker's threads did not run side by side (parallel probe "
-                            f"{result.parallel_ratio:.2f} of one thread's time)")
+                            f"{result.parallel_ratio:.2f} of one thread's time)" if slow
+                       else f"a timing's repeats spread {contention.spread(result.costs):.2f}x (slowest over "
+                            f"fastest)")
                 print(f"note: {why}; timed again (up to {retries} times), as every such timing will be",
                       file=sys.stderr, flush=True)
             self.stats[f"timed_again_{kind}"] += 1
-            time.sleep(wait)
+            time.sleep(0.0 if kind == "unsteady" and op != "time_model" else wait)  # no stranger to wait out
         return result
 
     def _timed_once(self, op: str, payload: dict, timeout: float) -> MeasureResult:
