@@ -305,3 +305,19 @@ def test_a_timing_taken_while_the_threads_do_not_run_side_by_side_is_timed_again
         # a try that another process also stalled counts as contended: the two kinds share the retries
         assert sum(again.values()) == contention.RETRIES and again["not_parallel"] >= 1, again
         assert sum(kept.values()) == 1, kept
+
+
+def test_the_tensor_intrinsics_load_without_the_gpu_ones_and_leave_them_importable():
+    """load_tensor_intrinsics registers the CPU intrinsics (x86's VNNI dot product) and leaves out CUDA, ROCm and
+    Hexagon's (4-6 s of TVMScript parsing a process), with no stand-in left behind: a later import of those
+    submodules would load the real files. In a fresh process (this one may hold them already)."""
+    import subprocess
+    import sys
+    code = ("import sys; from recommender.core.tvm_setup import load_tensor_intrinsics, GPU_INTRINSICS; "
+            "load_tensor_intrinsics(); from tvm.s_tir import TensorIntrin; TensorIntrin.get('dot_16x4_vnni'); "
+            "import tvm.s_tir.tensor_intrin as t; "
+            "left = [m for m in GPU_INTRINSICS if f'tvm.s_tir.tensor_intrin.{m}' in sys.modules or hasattr(t, m)]; "
+            "print('left', left); TensorIntrin.get('mma_ldmatrix_f16_a')")  # CUDA's: not registered
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "left []" in done.stdout, (done.stdout, done.stderr)
+    assert done.returncode != 0 and "mma_ldmatrix_f16_a" in done.stderr, done.stderr
