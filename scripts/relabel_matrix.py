@@ -22,17 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recommender.core.errors import SchedrecError, run_script  # noqa: E402
-from recommender.core.fileio import display_path, gzip_writer, read_json_lines, replacing  # noqa: E402
+from recommender.core.fileio import display_path, read_json_lines, write_json_lines  # noqa: E402
 from recommender.core.row_files import read_rows  # noqa: E402
 from recommender.target.spec import parse_target  # noqa: E402
 from training.relabel import RELABEL_FILE, SPREAD_LIMIT, anchors_of, new_label, spread, unsteady  # noqa: E402
-
-
-def _write(path: Path, entries: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
-        for e in entries:
-            f.write(json.dumps(e, separators=(",", ":")) + "\n")
 
 
 def relabel(matrix_dir: Path, target_spec: str, limit: float, max_kernels: int | None) -> Path:
@@ -96,9 +89,10 @@ def relabel(matrix_dir: Path, target_spec: str, limit: float, max_kernels: int |
                              "fresh_medians": [x.median for x in got], "anchors": len(pairs),
                              "anchor_ratio": round(label / min(x.median for x in got), 4)})
                 n_new += 1
-            _write(out, done)
-            slower = sum(1 for e in done[-n_new:] if e["latency_s"] < e["old_latency_s"]) if n_new else 0
-            print(f"[{i}/{len(todo)}] {key[0]} {key[1]}: {n_new} relabelled ({slower} faster than their label), "
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_json_lines(out, done)
+            faster = sum(1 for e in done[-n_new:] if e["latency_s"] < e["old_latency_s"]) if n_new else 0
+            print(f"[{i}/{len(todo)}] {key[0]} {key[1]}: {n_new} relabelled ({faster} faster than their label), "
                   f"{len(pairs)} anchors, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     return out
 

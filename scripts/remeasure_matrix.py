@@ -28,7 +28,7 @@ from recommender.core.fileio import read_json_lines
 from recommender.target.folders import default_bank_dir  # noqa: E402
 from recommender.core.errors import SchedrecError, run_script  # noqa: E402
 from recommender.target.spec import parse_target  # noqa: E402
-from recommender.core.fileio import atomic_write_json, gzip_writer, replacing  # noqa: E402
+from recommender.core.fileio import atomic_write_json, write_json_lines  # noqa: E402
 from recommender.core.row_files import read_rows  # noqa: E402
 from training.noise_ceiling import CEILING_FILE, REMEASURE_FILE, ceiling  # noqa: E402
 
@@ -103,9 +103,7 @@ def measure_again(matrix_dir: Path, target_spec: str, n: int, seed: int) -> Path
 
 def _write(path: Path, rows: list[dict]) -> None:
     """Remeasured rows (matrix rows plus the first measurement) as gzipped JSON lines, atomically."""
-    with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
-        for row in rows:
-            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    write_json_lines(path, rows)
 
 
 def main() -> None:

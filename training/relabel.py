@@ -20,16 +20,11 @@ from typing import Iterable, Sequence
 
 from recommender.core.fileio import read_json_lines
 from recommender.core.rows import CandidateRow, key_from_json
+# the measurer's own bound on a timing's spread (it times such a timing again): the same test for the matrix
+from recommender.measure.contention import MAX_SPREAD as SPREAD_LIMIT, spread
 
 RELABEL_FILE = Path("noise") / "relabel.jsonl.gz"
-SPREAD_LIMIT = 1.5  # slowest over fastest repeat of one timing; 7% of llvm-znver3-2c's rule-space rows exceed it
 ANCHORS = 3  # steady rows per kernel timed beside its unsteady ones
-
-
-def spread(costs: Sequence[float]) -> float:
-    """Slowest over fastest repeat (1.0 for fewer than two)."""
-    costs = [c for c in costs if c > 0]
-    return max(costs) / min(costs) if len(costs) >= 2 else 1.0
 
 
 def unsteady(row: CandidateRow, limit: float = SPREAD_LIMIT) -> bool:

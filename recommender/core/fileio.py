@@ -9,7 +9,7 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from .errors import BankError, SchedrecError
 
@@ -106,6 +106,13 @@ def read_lines(path: str | Path, what: str) -> list[str]:
         raise BankError(f"missing {what}: {path}") from err
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
         raise BankError(f"corrupt or truncated {what} {path}: {err}") from err
+
+
+def write_json_lines(path: str | Path, values: Iterable[object]) -> None:
+    """Write one compact JSON value a line, gzipped with stable bytes (`gzip_writer`), atomically."""
+    with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
+        for value in values:
+            f.write(json.dumps(value, separators=(",", ":")) + "\n")
 
 
 def read_json_lines(path: str | Path, what: str = "bank file") -> list:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import BankError
-from .fileio import gzip_writer, read_json_lines, read_lines, replacing
+from .fileio import read_json_lines, read_lines, write_json_lines
 from .rows import DEFAULT, NOT_MEASURED, OK, REQUIRED, CandidateRow
 
 # the key order of the files written before CandidateRow: rows are written in it so a rewritten file is
@@ -44,9 +44,7 @@ def _on_disk(row: CandidateRow) -> dict:
 
 def write_rows(path: Path, rows: list[CandidateRow]) -> None:
     """Write rows as gzipped JSON lines, atomically (readers see the old file or the new one)."""
-    with replacing(str(path)) as tmp, gzip_writer(tmp, text=True) as f:
-        for row in rows:
-            f.write(json.dumps(_on_disk(row), separators=(",", ":")) + "\n")
+    write_json_lines(path, (_on_disk(row) for row in rows))
 
 
 def read_rows(path: Path) -> list[CandidateRow]:

@@ -45,9 +45,9 @@ def load_tensor_intrinsics() -> None:
         return frames
 
     inspect.getouterframes = light_outer_frames
-    stubs = [f"{_INTRIN}.{m}" for m in GPU_INTRINSICS if f"{_INTRIN}.{m}" not in sys.modules]
-    if _INTRIN in sys.modules:
-        stubs = []  # imported already, GPU intrinsics and all
+    # empty stand-ins for the GPU submodules (none where the package was imported already, GPU ones and all)
+    stubs = [] if _INTRIN in sys.modules else [f"{_INTRIN}.{m}" for m in GPU_INTRINSICS
+                                               if f"{_INTRIN}.{m}" not in sys.modules]
     for name in stubs:
         sys.modules[name] = types.ModuleType(name)
     try:

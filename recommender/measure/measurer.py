@@ -258,9 +258,9 @@ class Measurer:
         did not run side by side (parallel_probe.py) is timed again, up to contention.RETRIES times (a whole
         model's up to MODEL_RETRIES times, further apart: a slow stretch lasts seconds to minutes); the last is
         kept with its stall share and probe ratio, and the first of each kind is told. So is a timing whose repeats
-        spread more than contention.MAX_SPREAD (disturbed where PSI saw nothing); of those the fastest try is kept. Through RPC this machine's
-        stalls say nothing of the board's, and the board keeps no artifact for a second try: never timed again
-        there, no stall share."""
+        spread more than contention.MAX_SPREAD (disturbed where PSI saw nothing); of those the fastest try is kept.
+        Through RPC this machine's stalls say nothing of the board's, and the board keeps no artifact for a second
+        try: never timed again there, no stall share."""
         if self.rpc is not None:
             return self._timed_once(op, payload, timeout)
         retries, wait = ((MODEL_RETRIES, MODEL_RETRY_WAIT_S) if op == "time_model" else
